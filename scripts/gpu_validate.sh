@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# One command for the GPU machine: GPU tests + a suite, full logs under $OUT, a short table last.
+#
+#   scripts/gpu_validate.sh [SUITE] [extra `clusterbench run` args...]
+#
+# Needs python3 with torch (CUDA), rich, typer, psutil, nvidia-ml-py; wheels for anything else
+# (pydantic) may be placed in .whl/ and are installed to a private folder first.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$(mktemp -d)}"
+SUITE="${1:-quick}"
+shift || true
+
+# Never enable NVLink SHARP / multicast here; keep what the machine sets.
+export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
+export TORCH_SYMM_MEM_DISABLE_MULTICAST="${TORCH_SYMM_MEM_DISABLE_MULTICAST:-1}"
+export PYTHONUNBUFFERED=1
+
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/cb-site .whl/*.whl || exit 1
+  export PYTHONPATH="/tmp/cb-site:${PYTHONPATH:-}"
+fi
+export PYTHONPATH="$PWD/src:${PYTHONPATH:-}"
+
+{
+  date -u +"%Y-%m-%dT%H:%M:%SZ"
+  nvidia-smi --query-gpu=index,name,pcie.link.gen.max,pcie.link.width.max,clocks.sm,power.draw \
+    --format=csv 2>&1
+  nvidia-smi topo -m 2>&1
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
+    "nccl", torch.cuda.nccl.version(), "gpus", torch.cuda.device_count())'
+  env | grep -E '^(NCCL|TORCH_SYMM)' | sort
+} >"$OUT/machine.txt" 2>&1
+cat "$OUT/machine.txt"
+
+python3 -m pytest tests/gpu -q -m gpu -p no:cacheprovider 2>&1 | tee "$OUT/pytest-gpu.log" | tail -5
+python3 -m clusterbench info >"$OUT/info.txt" 2>&1
+
+RUN_DIR="/tmp/cb-run-$SUITE-$$"
+start=$(date +%s.%N)
+python3 -m clusterbench run --suite "$SUITE" --out "$RUN_DIR" "$@" >"$OUT/run-$SUITE.log" 2>&1
+rc=$?
+end=$(date +%s.%N)
+cp "$RUN_DIR/results.json" "$OUT/results-$SUITE.json" 2>/dev/null
+cp "$RUN_DIR/summary.md" "$OUT/summary-$SUITE.md" 2>/dev/null
+tail -n 60 "$OUT/run-$SUITE.log"
+echo "clusterbench run --suite $SUITE $*: exit $rc, wall $(python3 -c "print(f'{$end-$start:.1f}')") s"
+python3 scripts/validate_table.py "$RUN_DIR/results.json" | tee "$OUT/table.txt"

@@ -1,0 +1,34 @@
+"""Analysis: pure functions from results to findings (no I/O, no printing).
+
+:func:`analyze` applies every rule: the Level-1 verdicts (:mod:`.verdicts`, each measurement
+against its limit) and the peer comparison (:mod:`.outliers`, each device against its peers).
+Errors recorded in ``results.errors`` are reported separately and not repeated as findings.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from clusterbench.analysis.outliers import peer_outliers, robust_zscores
+from clusterbench.analysis.verdicts import level1_findings
+from clusterbench.schema import Finding, Results
+
+if TYPE_CHECKING:
+    from clusterbench.config import Thresholds
+
+__all__ = ["SEVERITY_ORDER", "analyze", "level1_findings", "peer_outliers", "robust_zscores"]
+
+SEVERITY_ORDER = {"fail": 0, "warn": 1, "info": 2}
+
+
+def analyze(results: Results, thresholds: Thresholds) -> list[Finding]:
+    """All findings for a run, fail first, then warn, then info (stable within a severity)."""
+    findings = [
+        *level1_findings(results, thresholds),
+        *peer_outliers(
+            results.measurements,
+            mads=thresholds.outlier_mads,
+            min_rel=thresholds.outlier_min_rel,
+        ),
+    ]
+    return sorted(findings, key=lambda f: SEVERITY_ORDER[f.severity])

@@ -1,0 +1,51 @@
+"""Helpers shared by the verdict modules."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from typing import TypeVar
+
+from clusterbench.schema import Measurement, ParamValue, Results
+
+K = TypeVar("K", bound=Hashable)
+
+
+def select(results: Results, *, benchmark: str, metric: str) -> list[Measurement]:
+    return [m for m in results.measurements if m.benchmark == benchmark and m.metric == metric]
+
+
+def scope_label(host: str, device: str | None = None) -> str:
+    return f"host:{host}/{device}" if device else f"host:{host}"
+
+
+def ref_value(m: Measurement, kind: str = "spec_peak") -> float | None:
+    if m.reference is None or m.reference.kind != kind or m.reference.value <= 0:
+        return None
+    return m.reference.value
+
+
+def as_number(value: ParamValue) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def best_by(
+    measurements: Iterable[Measurement], key: Callable[[Measurement], K]
+) -> dict[K, Measurement]:
+    """The highest value per key (e.g. the best over a size sweep)."""
+    out: dict[K, Measurement] = {}
+    for m in measurements:
+        k = key(m)
+        if k not in out or m.value > out[k].value:
+            out[k] = m
+    return out
+
+
+def per_device(m: Measurement) -> tuple[str, str]:
+    return (m.host, m.device)
+
+
+def dev_label(value: ParamValue) -> str:
+    """A ``src``/``dst`` param as a device label; a bare index means a CUDA device."""
+    return f"cuda:{value}" if isinstance(value, int) and not isinstance(value, bool) else str(value)

@@ -1,0 +1,256 @@
+"""Peer comparison: the device (or GPU pair) that falls behind its identical peers.
+
+Measurements are grouped by (benchmark, metric, unit, params); within a group every device ran
+the same work, so the peers' median is the reference.  A member is an outlier when it is both
+``mads`` scaled MADs and ``min_rel`` of the median worse than the median: the first rejects
+noise, the second rejects statistically clear but practically tiny gaps (a MAD of near-identical
+GPUs can be minute).
+
+Groups of fewer than :data:`MIN_PEERS` members are never judged: the MAD of two values is half
+their distance, so each of the two is exactly 0.67 scaled MADs from their median whatever the
+gap, and "which one is slow" has no answer.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from clusterbench.analysis._common import dev_label
+from clusterbench.schema import Finding, Measurement, ParamValue
+
+__all__ = ["MIN_PEERS", "SCALED_MAD", "better_direction", "peer_outliers", "robust_zscores"]
+
+SCALED_MAD = 1.4826
+"""MAD x 1.4826 estimates the standard deviation of normal data (Rousseeuw & Croux, 1993)."""
+MIN_PEERS = 3
+"""Fewest distinct devices (or pairs) in a group for its outliers to mean anything."""
+
+Direction = Literal["higher", "lower"]
+
+_LOWER_IS_BETTER = frozenset({"s", "ms", "us", "µs", "ns"})
+# Units with no "worse" direction among peers: a ratio (rel_error has its own tolerance check),
+# PCIe gen and width (judged against their maximum in verdicts).
+_NOT_COMPARED = frozenset({"ratio", "gen", "lanes"})
+# selftest's sync_time is time spent waiting at a barrier for the *slowest* rank, so the fastest
+# rank looks worst; it checks the launcher, not the hardware.
+_SKIP_BENCHMARKS = frozenset({"selftest"})
+_PAIR_METRICS = frozenset({"p2p_bandwidth"})
+# Params that describe an outcome or a placement rather than the work asked for: the best
+# GEMM's shape differs between healthy GPUs, and GPUs on different NUMA nodes are still peers
+# ("numa": local/remote stays in the key).  Neither may split the peers.
+_OUTCOME_PARAMS = {
+    ("gemm", "tflops_best"): frozenset({"m", "n", "k"}),
+    ("transfer", "bandwidth"): frozenset({"numa_node"}),
+}
+
+_FIXES = {
+    "gemm": (
+        "Compare this GPU's clocks, power and temperature with its peers (`nvidia-smi -q -d "
+        "PERFORMANCE,CLOCK,POWER,TEMPERATURE -i {index}`), check its cooling, drain it if it "
+        "stays slow."
+    ),
+    "memory": (
+        "Check this GPU's memory clock and health (`nvidia-smi -q -d CLOCK,ECC,ROW_REMAPPER -i "
+        "{index}`); pending row remaps need a GPU reset."
+    ),
+    "transfer": (
+        "Check this GPU's PCIe link under load (`nvidia-smi -q -d PCIE -i {index}`) and that "
+        "its rank is bound to the GPU's NUMA node (`numactl --cpunodebind=N --membind=N`)."
+    ),
+}
+_PAIR_FIX = (
+    "Check the NVLinks of this pair (`nvidia-smi nvlink --status`, error counters with "
+    "`nvidia-smi nvlink -e`) and `nvidia-smi topo -m` against its peers."
+)
+_DEFAULT_FIX = (
+    "Compare this device's clocks, temperature and errors with its peers (`nvidia-smi -q -i "
+    "{index}`, `dmesg | grep -i xid`); drain it if it stays slow."
+)
+_CPU_FIX = (
+    "Check CPU frequency scaling (`cpupower frequency-info`), other load on the host (`top`) "
+    "and the rank's CPU binding."
+)
+
+
+def better_direction(unit: str) -> Direction | None:
+    """'higher' for rates (GB/s, TFLOP/s, anything per second), 'lower' for times, else None."""
+    if unit in _NOT_COMPARED:
+        return None
+    if unit in _LOWER_IS_BETTER:
+        return "lower"
+    if unit.endswith("/s"):
+        return "higher"
+    return None
+
+
+def robust_zscores(values: Sequence[float]) -> list[float]:
+    """``(v - median) / (1.4826 x MAD)`` per value.
+
+    With a MAD of 0 (most values equal) a value at the median scores 0 and any other +-inf.
+    """
+    if not values:
+        return []
+    median = statistics.median(values)
+    scale = SCALED_MAD * statistics.median(abs(v - median) for v in values)
+    return [_zscore(v - median, scale) for v in values]
+
+
+def _zscore(deviation: float, scale: float) -> float:
+    if scale > 0:
+        return deviation / scale
+    return 0.0 if deviation == 0 else math.copysign(math.inf, deviation)
+
+
+@dataclass(frozen=True, slots=True)
+class _Outlier:
+    benchmark: str
+    metric: str
+    unit: str
+    params: dict[str, ParamValue]
+    host: str
+    member: str
+    """Device label, or 'src-dst' for a GPU pair."""
+    is_pair: bool
+    value: float
+    median: float
+    scaled_mad: float
+    robust_z: float
+    num_peers: int
+
+    @property
+    def rel_gap(self) -> float:
+        return abs(self.value - self.median) / abs(self.median)
+
+
+def peer_outliers(
+    measurements: Iterable[Measurement], *, mads: float, min_rel: float
+) -> list[Finding]:
+    """Devices (pairs for p2p) worse than their peers -> fail, one finding per device and metric.
+
+    Worse is lower for rates and higher for times.  When a device is an outlier in several
+    parameter sets of one metric (e.g. every GEMM shape), one finding names the worst and counts
+    the others.
+    """
+    groups: dict[tuple[object, ...], list[Measurement]] = defaultdict(list)
+    for m in measurements:
+        if m.benchmark not in _SKIP_BENCHMARKS and better_direction(m.unit) is not None:
+            groups[_group_key(m)].append(m)
+    outliers = [
+        o for group in groups.values() for o in _group_outliers(group, mads=mads, min_rel=min_rel)
+    ]
+    return _collapse(outliers)
+
+
+def _group_key(m: Measurement) -> tuple[object, ...]:
+    params = _group_params(m)
+    # The spec peak stands in for the GPU model: different SKUs in one run are not peers.
+    spec = m.reference.value if m.reference and m.reference.kind == "spec_peak" else None
+    return (m.benchmark, m.metric, m.unit, tuple(sorted(params.items())), spec)
+
+
+def _group_params(m: Measurement) -> dict[str, ParamValue]:
+    """The params every peer shares: without the pair (src, dst) or outcomes (best shape)."""
+    drop = _OUTCOME_PARAMS.get((m.benchmark, m.metric), frozenset())
+    if m.metric in _PAIR_METRICS:
+        drop = drop | {"src", "dst"}
+    return {k: v for k, v in m.params.items() if k not in drop}
+
+
+def _member(m: Measurement) -> tuple[str, str]:
+    if m.metric in _PAIR_METRICS:
+        return (m.host, f"{dev_label(m.params.get('src'))}-{dev_label(m.params.get('dst'))}")
+    return (m.host, m.device)
+
+
+def _group_outliers(group: list[Measurement], *, mads: float, min_rel: float) -> list[_Outlier]:
+    per_member: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for m in group:
+        per_member[_member(m)].append(m.value)
+    if len(per_member) < MIN_PEERS:
+        return []
+    members = list(per_member)
+    values = [statistics.median(per_member[k]) for k in members]
+    median = statistics.median(values)
+    if median == 0:
+        return []
+    sign = 1.0 if better_direction(group[0].unit) == "lower" else -1.0
+    scaled_mad = SCALED_MAD * statistics.median(abs(v - median) for v in values)
+    first = group[0]
+    out = []
+    for (host, member), value, z in zip(members, values, robust_zscores(values), strict=True):
+        worse_z = sign * z  # positive when worse than the median
+        worse_rel = sign * (value - median) / abs(median)
+        if worse_z > mads and worse_rel >= min_rel:
+            out.append(
+                _Outlier(
+                    benchmark=first.benchmark,
+                    metric=first.metric,
+                    unit=first.unit,
+                    params=_group_params(first),
+                    host=host,
+                    member=member,
+                    is_pair=first.metric in _PAIR_METRICS,
+                    value=value,
+                    median=median,
+                    scaled_mad=scaled_mad,
+                    robust_z=z,
+                    num_peers=len(members),
+                )
+            )
+    return out
+
+
+def _collapse(outliers: list[_Outlier]) -> list[Finding]:
+    by_subject: dict[tuple[str, str, str, str], list[_Outlier]] = defaultdict(list)
+    for o in outliers:
+        by_subject[(o.benchmark, o.metric, o.host, o.member)].append(o)
+    findings = []
+    for items in by_subject.values():
+        worst = max(items, key=lambda o: o.rel_gap)
+        findings.append(_finding(worst, num_flagged=len(items)))
+    return findings
+
+
+def _finding(o: _Outlier, *, num_flagged: int) -> Finding:
+    params = ", ".join(f"{k}={v}" for k, v in o.params.items())
+    where = "below" if o.value < o.median else "above"
+    what = "pairs" if o.is_pair else "devices"
+    message = (
+        f"{o.host} {o.member}: {o.benchmark} {o.metric}{f' ({params})' if params else ''} "
+        f"{o.value:.4g} {o.unit} is {o.rel_gap:.0%} {where} the median {o.median:.4g} {o.unit} "
+        f"of {o.num_peers} {what}"
+    )
+    if num_flagged > 1:
+        message += f"; {num_flagged} parameter sets of this metric are outliers"
+    return Finding(
+        id=f"outlier.{o.benchmark}.{o.metric}",
+        severity="fail",
+        scope=f"host:{o.host}/{o.member}",
+        message=message + ".",
+        evidence={
+            "value": o.value,
+            "unit": o.unit,
+            "params": o.params,
+            "median": o.median,
+            "scaled_mad": o.scaled_mad,
+            "robust_z": o.robust_z if math.isfinite(o.robust_z) else str(o.robust_z),
+            "rel_gap": round(o.rel_gap, 4),
+            "num_peers": o.num_peers,
+            "num_param_sets_flagged": num_flagged,
+        },
+        fix=_fix(o),
+    )
+
+
+def _fix(o: _Outlier) -> str:
+    if o.is_pair:
+        return _PAIR_FIX
+    kind, _, index = o.member.partition(":")
+    if kind == "cpu":
+        return _CPU_FIX
+    return _FIXES.get(o.benchmark, _DEFAULT_FIX).format(index=index or "N")

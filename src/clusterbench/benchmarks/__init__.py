@@ -1,0 +1,1 @@
+"""Benchmarks: one module each, registered in :mod:`clusterbench.benchmarks.registry`."""

@@ -1,0 +1,336 @@
+"""Dense matrix-multiply throughput per device, swept over shapes (mamf-finder style).
+
+For each dtype the benchmark times ``(M x K) @ (K x N)`` over a list of shapes with fresh random
+inputs and the L2 flushed between repeats, and reports every shape, the best shape and the
+geometric mean over shapes (ml-engineering's mamf-finder reports the same pair).  Every shape's
+output is first checked against a float64 product of the same inputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import torch
+
+from clusterbench.benchmarks.registry import register
+from clusterbench.runtime.dist import DistContext
+from clusterbench.runtime.timing import L2Flusher, rate_stats, time_op
+from clusterbench.schema import Measurement, ParamValue, Reference, Stats
+
+if TYPE_CHECKING:
+    from typing import Self
+
+__all__ = ["DTYPES", "TOLERANCE", "GemmConfig", "gemm", "parse_shape"]
+
+log = logging.getLogger(__name__)
+
+DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
+# Largest accepted ||out - ref|| / ||ref|| against a float64 product of the same inputs.  Typical
+# errors (METHOD.md, and float rounding of the output): fp32 ~1e-6 (K-term fp32 sums); tf32 ~3e-4
+# (inputs rounded to 10 mantissa bits); fp16 ~3e-4 and bf16 ~2e-3 (output rounded to 10 / 7
+# mantissa bits); fp8 ~3e-3 (bf16 output; Hopper's fast-accumulation fp8 sums lose a few more
+# bits).  Each bound leaves >= 5x headroom yet stays far below the ~1 that a wrong layout, scale
+# or unwritten output gives.
+TOLERANCE = {"fp32": 1e-4, "tf32": 5e-3, "fp16": 1e-2, "bf16": 1e-2, "fp8": 5e-2}
+_CHECK_ROWS = 128
+"""Rows of the output compared with the float64 reference (keeps the check cheap)."""
+_FP8_MAX = 448.0  # largest finite float8_e4m3fn value (OCP FP8 spec)
+_FP8_MIN_CAPABILITY = (8, 9)  # FP8 tensor cores: Ada (sm_89) and Hopper (sm_90) onwards
+_SHAPE_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*$")
+_TORCH_DTYPES = {
+    "fp32": torch.float32,
+    "tf32": torch.float32,
+    "fp16": torch.float16,
+    "bf16": torch.bfloat16,
+}
+
+
+def parse_shape(text: str) -> tuple[int, int, int]:
+    """``"MxNxK"`` -> ``(M, N, K)``; ValueError on anything else or a non-positive size."""
+    match = _SHAPE_RE.match(text)
+    if match is None:
+        raise ValueError(f"bad GEMM shape {text!r}: expected 'MxNxK', e.g. '8192x8192x8192'")
+    m, n, k = (int(g) for g in match.groups())
+    if min(m, n, k) <= 0:
+        raise ValueError(f"bad GEMM shape {text!r}: sizes must be positive")
+    return m, n, k
+
+
+def _cubes(*sizes: int) -> list[str]:
+    return [f"{s}x{s}x{s}" for s in sizes]
+
+
+# GPU sweeps.  Quick: the cubes around the H100/H200 best shapes (mamf-finder's best bf16 shapes
+# sit in the 4k-16k range) plus a long-K shape.  Full: {4k, 8k, 16k}^3, the 27 shapes of
+# REFERENCE.md's measured sweep.
+_GPU_QUICK = [*_cubes(4096, 6144, 8192), "8192x8192x16384", "16384x8192x8192", "12288x12288x12288"]
+_GPU_STANDARD = [
+    *_cubes(4096, 6144, 8192, 12288, 16384),
+    "8192x8192x16384",
+    "16384x8192x8192",
+    "16384x16384x8192",
+    "4096x16384x8192",
+    "16384x4096x8192",
+]
+_GPU_FULL = [
+    f"{m}x{n}x{k}"
+    for m in (4096, 8192, 16384)
+    for n in (4096, 8192, 16384)
+    for k in (4096, 8192, 16384)
+]
+
+
+@dataclass(kw_only=True, slots=True)
+class GemmConfig:
+    """Settings of the ``gemm`` benchmark."""
+
+    dtypes: list[str] = field(default_factory=lambda: ["bf16"])
+    """Dtypes to time: fp32 (TF32 off), tf32, fp16, bf16, fp8 (e4m3, CUDA sm_89+ only)."""
+    shapes: list[str] = field(default_factory=lambda: ["4096x4096x4096"])
+    """Shapes 'MxNxK': (M x K) @ (K x N) -> (M x N)."""
+    shapes_by_dtype: dict[str, list[str]] = field(default_factory=dict)
+    """Shapes for particular dtypes, replacing ``shapes`` for them (e.g. fewer for slow fp32)."""
+    warmup: int = 5
+    """Untimed products before each shape's timed repeats."""
+    repeats: int = 20
+    """Timed products per shape; the median is reported."""
+    fp8_fast_accum: bool = True
+    """fp8: let the tensor cores accumulate in reduced precision (as fp8 training recipes do)."""
+
+    def __post_init__(self) -> None:
+        if not self.dtypes:
+            raise ValueError("dtypes must not be empty")
+        for dtype in [*self.dtypes, *self.shapes_by_dtype]:
+            if dtype not in DTYPES:
+                raise ValueError(f"unknown dtype {dtype!r} (choose from {', '.join(DTYPES)})")
+        for shapes in [self.shapes, *self.shapes_by_dtype.values()]:
+            if not shapes:
+                raise ValueError("a shape list must not be empty")
+            for shape in shapes:
+                parse_shape(shape)
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be >= 0, got {self.warmup}")
+        if self.repeats < 1:
+            raise ValueError(f"repeats must be >= 1, got {self.repeats}")
+
+    def shapes_for(self, dtype: str) -> list[tuple[int, int, int]]:
+        return [parse_shape(s) for s in self.shapes_by_dtype.get(dtype, self.shapes)]
+
+    @classmethod
+    def preset(cls, *, suite: str, device_type: str) -> Self:
+        """Settings of ``suite`` (quick, standard, full) on ``device_type`` (cuda, cpu)."""
+        _check_suite(suite, device_type)
+        if device_type == "cpu":
+            sizes = {"quick": (256, 512), "standard": (256, 512, 768), "full": (256, 512, 1024)}
+            return cls(dtypes=["fp32", "bf16"], shapes=_cubes(*sizes[suite]), warmup=1, repeats=3)
+        if suite == "quick":
+            return cls(
+                dtypes=["bf16", "fp8", "fp16", "tf32", "fp32"],
+                shapes=_GPU_QUICK,
+                shapes_by_dtype={
+                    "fp16": _cubes(4096, 8192),
+                    "tf32": _cubes(4096, 8192),
+                    "fp32": _cubes(8192),
+                },
+                warmup=10,
+                repeats=25,
+            )
+        shapes = _GPU_STANDARD if suite == "standard" else _GPU_FULL
+        return cls(
+            dtypes=list(DTYPES),
+            shapes=shapes,
+            shapes_by_dtype={"fp32": _cubes(4096, 8192)},
+            warmup=10,
+            repeats=30 if suite == "standard" else 50,
+        )
+
+
+def _check_suite(suite: str, device_type: str) -> None:
+    if suite not in ("quick", "standard", "full"):
+        raise ValueError(f"unknown suite {suite!r} (choose from quick, standard, full)")
+    if device_type not in ("cuda", "cpu"):
+        raise ValueError(f"unknown device type {device_type!r} (choose from cuda, cpu)")
+
+
+@register("gemm", level=1, scope="per_device", config=GemmConfig)
+def gemm(ctx: DistContext, cfg: GemmConfig) -> Iterator[Measurement]:
+    """Matrix-multiply TFLOP/s per dtype over a sweep of shapes (best and geometric mean)."""
+    runnable = [d for d in cfg.dtypes if _fp8_skip_reason(ctx.device, d) is None]
+    for dtype in cfg.dtypes:
+        if (reason := _fp8_skip_reason(ctx.device, dtype)) is not None:
+            log.info("gemm: skipping %s: %s", dtype, reason)
+    ctx.progress.start(sum(len(cfg.shapes_for(d)) for d in runnable))
+    flush = L2Flusher(ctx.device)
+    failed: list[str] = []
+    for dtype in runnable:
+        with _matmul_precision(dtype):
+            yield from _sweep_dtype(ctx, cfg, dtype=dtype, flush=flush, failed=failed)
+    if failed:
+        raise RuntimeError(f"gemm: wrong results (rel_error above tolerance): {'; '.join(failed)}")
+
+
+def _sweep_dtype(
+    ctx: DistContext, cfg: GemmConfig, *, dtype: str, flush: L2Flusher, failed: list[str]
+) -> Iterator[Measurement]:
+    tolerance = TOLERANCE[dtype]
+    worst_error = 0.0
+    results: list[tuple[float, tuple[int, int, int], Stats]] = []
+    for m, n, k in cfg.shapes_for(dtype):
+        op, rel = _make_op(ctx.device, dtype=dtype, shape=(m, n, k), fast_accum=cfg.fp8_fast_accum)
+        # NaN must fail too: max() would drop it, so it is kept as inf.
+        worst_error = max(worst_error, rel if math.isfinite(rel) else math.inf)
+        if not rel <= tolerance:
+            failed.append(f"{dtype} {m}x{n}x{k}: {rel:.3g} > {tolerance:g}")
+            ctx.progress.advance()
+            continue
+        samples = time_op(
+            op, device=ctx.device, warmup=cfg.warmup, repeats=cfg.repeats, before_each=flush
+        )
+        # TFLOP/s = 2*M*N*K / t / 1e12 (one multiply and one add per term of every dot product)
+        stats = rate_stats(samples, work=2.0 * m * n * k, scale=1e12)
+        results.append((stats.median, (m, n, k), stats))
+        p: dict[str, ParamValue] = {"dtype": dtype, "m": m, "n": n, "k": k}
+        ref = _spec_reference(ctx, dtype)
+        yield ctx.measurement(
+            metric="tflops",
+            value=stats.median,
+            unit="TFLOP/s",
+            params=p,
+            stats=stats,
+            reference=ref,
+        )
+        ctx.progress.advance()
+    yield from _summaries(ctx, dtype=dtype, results=results)
+    yield ctx.measurement(
+        metric="rel_error",
+        value=worst_error,
+        unit="ratio",
+        params={"dtype": dtype, "tolerance": tolerance},
+    )
+
+
+def _summaries(
+    ctx: DistContext, *, dtype: str, results: list[tuple[float, tuple[int, int, int], Stats]]
+) -> Iterator[Measurement]:
+    if not results:
+        return
+    best, (m, n, k), stats = max(results, key=lambda r: r[0])
+    ref = _spec_reference(ctx, dtype)
+    yield ctx.measurement(
+        metric="tflops_best",
+        value=best,
+        unit="TFLOP/s",
+        stats=stats,
+        params={"dtype": dtype, "m": m, "n": n, "k": k},
+        reference=ref,
+    )
+    # geomean = exp(mean(log(median TFLOP/s of each shape)))
+    geomean = math.exp(sum(math.log(r[0]) for r in results) / len(results))
+    yield ctx.measurement(
+        metric="tflops_geomean",
+        value=geomean,
+        unit="TFLOP/s",
+        params={"dtype": dtype, "num_shapes": len(results)},
+        reference=ref,
+    )
+
+
+def _spec_reference(ctx: DistContext, dtype: str) -> Reference | None:
+    spec = ctx.gpu.spec if ctx.gpu is not None else None
+    if spec is None or dtype not in spec.dense_tflops:
+        return None
+    return Reference(value=spec.dense_tflops[dtype], kind="spec_peak", source=spec.source)
+
+
+def _fp8_skip_reason(device: torch.device, dtype: str) -> str | None:
+    if dtype != "fp8":
+        return None
+    if device.type != "cuda":
+        return "fp8 matrix products need a CUDA GPU"
+    if not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
+        return f"torch {torch.__version__} has no fp8 matrix product"
+    capability = torch.cuda.get_device_capability(device)
+    if capability < _FP8_MIN_CAPABILITY:
+        return f"compute capability {capability[0]}.{capability[1]} < 8.9 has no fp8 tensor cores"
+    return None
+
+
+@contextlib.contextmanager
+def _matmul_precision(dtype: str) -> Iterator[None]:
+    """fp32 matmuls in full precision (TF32 off), or TF32 for 'tf32'; restored afterwards."""
+    # torch.set_float32_matmul_precision works unchanged from torch 1.12 to 2.13 (no deprecation
+    # warning, unlike allow_tf32 on >= 2.9): "high" lets cuBLAS use TF32, "highest" forbids it.
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high" if dtype == "tf32" else "highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+def _make_op(
+    device: torch.device, *, dtype: str, shape: tuple[int, int, int], fast_accum: bool
+) -> tuple[Callable[[], object], float]:
+    """The product to time, and its relative error on the first rows against float64."""
+    m, n, k = shape
+    if dtype == "fp8":
+        return _make_fp8_op(device, shape=shape, fast_accum=fast_accum)
+    torch_dtype = _TORCH_DTYPES[dtype]
+    a = torch.randn(m, k, device=device, dtype=torch_dtype)
+    b = torch.randn(k, n, device=device, dtype=torch_dtype)
+    out = torch.empty(m, n, device=device, dtype=torch_dtype)
+    rows = min(m, _CHECK_ROWS)
+    out[:rows].fill_(float("nan"))  # poison: rows the product does not write fail the check
+    torch.mm(a, b, out=out)
+    rel = _rel_error(out[:rows], a[:rows].double() @ b.double())
+
+    def op() -> object:
+        return torch.mm(a, b, out=out)
+
+    return op, rel
+
+
+def _make_fp8_op(
+    device: torch.device, *, shape: tuple[int, int, int], fast_accum: bool
+) -> tuple[Callable[[], object], float]:
+    m, n, k = shape
+    a, scale_a = _quantize_fp8(torch.randn(m, k, device=device))
+    # B is column-major, as cuBLASLt's fp8 kernels require: a row-major (N x K) transposed.
+    b_t, scale_b = _quantize_fp8(torch.randn(n, k, device=device))
+    b = b_t.t()
+
+    def op() -> torch.Tensor:
+        out = torch._scaled_mm(
+            a,
+            b,
+            scale_a=scale_a,
+            scale_b=scale_b,
+            out_dtype=torch.bfloat16,
+            use_fast_accum=fast_accum,
+        )
+        # torch < 2.5 returned (out, amax)
+        return out[0] if isinstance(out, tuple) else out
+
+    rows = min(m, _CHECK_ROWS)
+    got = op()[:rows]
+    # reference: the dequantized inputs, x = q * scale, multiplied in float64
+    ref = (a[:rows].double() * scale_a.double()) @ (b.double() * scale_b.double())
+    return op, _rel_error(got, ref)
+
+
+def _quantize_fp8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-tensor scaling: q = x / s with s = amax / 448, so q spans e4m3's range; x ~ q * s."""
+    scale = (x.abs().amax().float() / _FP8_MAX).clamp(min=1e-12)
+    return (x / scale).to(torch.float8_e4m3fn), scale
+
+
+def _rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    # rel = ||out - ref||_F / ||ref||_F, in float64 (NaN if out holds NaN)
+    diff = torch.linalg.vector_norm(out.double() - ref)
+    return float(diff / torch.linalg.vector_norm(ref))

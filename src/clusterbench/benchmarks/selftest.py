@@ -1,0 +1,57 @@
+"""Launcher self-test: checks that every rank starts, syncs and reports.
+
+It can also make one rank fail on purpose (raise, exit or hang) so that a cluster's failure
+handling can be checked end to end: the run must end naming that rank, with the other results
+kept.  It belongs to no suite; run it with ``--only selftest``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from clusterbench.benchmarks.registry import register
+from clusterbench.runtime.dist import DistContext
+from clusterbench.schema import Measurement
+
+
+@dataclass(kw_only=True, slots=True)
+class SelftestConfig:
+    fail_rank: int = -1
+    """Rank that fails on purpose (-1: none)."""
+    mode: Literal["raise", "exit", "hang"] = "raise"
+    """How the failing rank fails: raise an exception, exit the process, or hang."""
+    sleep_s: float = 0.0
+    """Seconds every rank sleeps before reporting (to check the progress bar and timeouts)."""
+
+    def __post_init__(self) -> None:
+        if self.sleep_s < 0:
+            raise ValueError(f"sleep_s must be >= 0, got {self.sleep_s}")
+
+
+@register("selftest", level=0, scope="per_device", config=SelftestConfig)
+def selftest(ctx: DistContext, cfg: SelftestConfig) -> Iterator[Measurement]:
+    """Checks the launcher: every rank starts, syncs and reports (optionally one fails)."""
+    ctx.progress.start(2)
+    t0 = time.perf_counter()
+    ctx.barrier()
+    ctx.progress.advance()
+    if ctx.rank == cfg.fail_rank:
+        _fail(cfg.mode, ctx.rank)
+    if cfg.sleep_s:
+        time.sleep(cfg.sleep_s)
+    ctx.barrier()
+    ctx.progress.advance()
+    yield ctx.measurement(metric="sync_time", value=time.perf_counter() - t0, unit="s")
+
+
+def _fail(mode: str, rank: int) -> None:
+    if mode == "raise":
+        raise RuntimeError(f"selftest: rank {rank} failed on purpose")
+    if mode == "exit":
+        os._exit(17)
+    while True:  # hang: only the per-benchmark timeout ends this
+        time.sleep(1)

@@ -1,0 +1,278 @@
+"""Suites, per-benchmark settings, thresholds; TOML files and ``--set`` overrides.
+
+A suite is a plain function returning each benchmark's settings for the device type.  A TOML
+file and ``--set key=value`` change them; unknown keys and bad values raise :class:`ConfigError`
+with one clear line (the CLI turns it into exit code 2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import sys
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from clusterbench.benchmarks import registry
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = [
+    "SUITES",
+    "ConfigError",
+    "RunConfig",
+    "Thresholds",
+    "build_run_config",
+    "full",
+    "quick",
+    "standard",
+]
+
+SuiteName = typing.Literal["quick", "standard", "full"]
+
+
+class ConfigError(ValueError):
+    """A user mistake in the suite, a config file or an override."""
+
+
+@dataclass(kw_only=True, slots=True)
+class Thresholds:
+    """Limits the verdicts apply; each one can be changed in a ``[thresholds]`` table."""
+
+    gemm_min_efficiency: float = 0.65
+    """Best GEMM below this fraction of the dense peak -> warn (seed guide: >65%)."""
+    mixed_precision_min_speedup: float = 2.0
+    """BF16/FP16 GEMM below this multiple of FP32 -> warn (seed guide: 2-3x)."""
+    hbm_min_efficiency: float = 0.80
+    """Device memory copy below this fraction of the spec bandwidth -> warn."""
+    host_device_min_efficiency: float = 0.80
+    """Pinned host<->device below this fraction of the PCIe link rate -> warn."""
+    outlier_mads: float = 3.0
+    """A device this many scaled MADs below its peers is an outlier -> fail."""
+    outlier_min_rel: float = 0.05
+    """...and at least this fraction below the peers' median (no alarms on tiny spreads)."""
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value <= 0:
+                raise ValueError(f"{f.name} must be positive, got {value}")
+
+
+@dataclass(kw_only=True)
+class RunConfig:
+    suite: str
+    benchmarks: dict[str, Any]
+    """Benchmark name -> its settings dataclass, in run order."""
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    timeout_s: float = 900.0
+    """Limit for one benchmark on one rank, in seconds."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "suite": self.suite,
+            "timeout_s": self.timeout_s,
+            "benchmarks": {k: dataclasses.asdict(v) for k, v in self.benchmarks.items()},
+            "thresholds": dataclasses.asdict(self.thresholds),
+        }
+
+
+def _preset(names: Iterable[str], suite: str, device_type: str) -> dict[str, Any]:
+    out = {}
+    for name in names:
+        spec = registry.get(name)
+        out[name] = _benchmark_preset(spec, suite, device_type)
+    return out
+
+
+def _benchmark_preset(spec: registry.BenchmarkSpec, suite: str, device_type: str) -> Any:
+    preset = getattr(spec.config_cls, "preset", None)
+    if callable(preset):
+        return preset(suite=suite, device_type=device_type)
+    return spec.config_cls()
+
+
+LEVEL1 = ("gemm", "memory", "transfer")
+
+
+def quick(device_type: str) -> dict[str, Any]:
+    """Level 1 at small sizes: a few minutes a node."""
+    return _preset(LEVEL1, "quick", device_type)
+
+
+def standard(device_type: str) -> dict[str, Any]:
+    """Every level at moderate sizes."""
+    return _preset(LEVEL1, "standard", device_type)
+
+
+def full(device_type: str) -> dict[str, Any]:
+    """Long sweeps at the largest sizes."""
+    return _preset(LEVEL1, "full", device_type)
+
+
+SUITES: dict[str, Callable[[str], dict[str, Any]]] = {
+    "quick": quick,
+    "standard": standard,
+    "full": full,
+}
+
+
+def build_run_config(
+    *,
+    suite: str | None = None,
+    device_type: str,
+    config_file: Path | None = None,
+    sets: Iterable[str] = (),
+    only: Iterable[str] = (),
+    skip: Iterable[str] = (),
+    timeout_s: float | None = None,
+) -> RunConfig:
+    """Suite preset, then the TOML file, then ``--set`` overrides, then CLI flags.
+
+    ``suite`` None takes the file's ``suite`` key, else ``quick``.
+    """
+    table = _read_toml(config_file) if config_file else {}
+    top = _split_top_level(table, source=str(config_file))
+    suite = suite or str(top.get("suite", "quick"))
+    if suite not in SUITES:
+        raise ConfigError(f"unknown suite {suite!r} (choose from {', '.join(SUITES)})")
+    names = _select(
+        list(SUITES[suite](device_type)),
+        only=list(only) or list(top.get("only", [])),
+        skip=[*top.get("skip", []), *skip],
+    )
+    benchmarks = {n: _benchmark_preset(registry.get(n), suite, device_type) for n in names}
+    thresholds = Thresholds()
+    for section, values in table.items():
+        if section in _TOP_LEVEL_KEYS:
+            continue
+        _apply_section(
+            section, values, benchmarks=benchmarks, thresholds=thresholds, source=str(config_file)
+        )
+    for item in sets:
+        section, key, value = _parse_set(item)
+        _apply_section(
+            section, {key: value}, benchmarks=benchmarks, thresholds=thresholds, strings=True
+        )
+    timeout = timeout_s if timeout_s is not None else float(top.get("timeout_s", 900.0))
+    if timeout <= 0:
+        raise ConfigError(f"timeout must be positive, got {timeout}")
+    return RunConfig(suite=suite, benchmarks=benchmarks, thresholds=thresholds, timeout_s=timeout)
+
+
+_TOP_LEVEL_KEYS = {"suite": str, "only": list[str], "skip": list[str], "timeout_s": float}
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: malformed TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def _split_top_level(table: Mapping[str, Any], *, source: str) -> dict[str, Any]:
+    known_sections = {s.name for s in registry.all_benchmarks()} | {"thresholds"}
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if key in _TOP_LEVEL_KEYS:
+            out[key] = _coerce(_TOP_LEVEL_KEYS[key], value, where=f"{source}: {key}")
+        elif key not in known_sections:
+            raise ConfigError(f"{source}: unknown key {key!r}{_did_you_mean(key, known_sections)}")
+        elif not isinstance(value, dict):
+            raise ConfigError(f"{source}: {key} must be a table ([{key}])")
+    return out
+
+
+def _select(names: list[str], *, only: list[str], skip: list[str]) -> list[str]:
+    for name in [*only, *skip]:
+        if not _known(name):
+            _unknown_benchmark(name)
+    selected = list(dict.fromkeys(only)) if only else names
+    return [n for n in selected if n not in set(skip)]
+
+
+def _known(name: str) -> bool:
+    return name in {s.name for s in registry.all_benchmarks()}
+
+
+def _unknown_benchmark(name: str) -> None:
+    known = [s.name for s in registry.all_benchmarks()]
+    raise ConfigError(f"unknown benchmark {name!r}{_did_you_mean(name, known)}")
+
+
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(sorted(choices))})"
+
+
+def _parse_set(item: str) -> tuple[str, str, str]:
+    key, sep, value = item.partition("=")
+    section, dot, name = key.strip().partition(".")
+    if not sep or not dot or not section or not name:
+        raise ConfigError(f"--set {item!r}: expected SECTION.KEY=VALUE, e.g. gemm.dtypes=bf16,fp8")
+    return section, name, value.strip()
+
+
+def _apply_section(
+    section: str,
+    values: Any,
+    *,
+    benchmarks: dict[str, Any],
+    thresholds: Thresholds,
+    source: str = "--set",
+    strings: bool = False,
+) -> None:
+    if section == "thresholds":
+        target: Any = thresholds
+    elif section in benchmarks:
+        target = benchmarks[section]
+    elif _known(section):
+        return  # settings for a benchmark this run does not select
+    else:
+        _unknown_benchmark(section)
+        return
+    if not isinstance(values, dict):
+        raise ConfigError(f"{source}: {section} must be a table ([{section}])")
+    for key, value in values.items():
+        _set_field(target, section=section, key=key, value=value, source=source, strings=strings)
+
+
+def _set_field(
+    target: Any, *, section: str, key: str, value: Any, source: str, strings: bool
+) -> None:
+    hints = typing.get_type_hints(type(target))
+    names = [f.name for f in dataclasses.fields(target)]
+    where = f"{source}: {section}.{key}"
+    if key not in names:
+        raise ConfigError(f"{where}: unknown key{_did_you_mean(key, names)}")
+    kind = hints[key]
+    if strings and isinstance(value, str) and typing.get_origin(kind) in (list, tuple):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    new = _coerce(kind, value, where=where)
+    try:
+        fields = {f.name: getattr(target, f.name) for f in dataclasses.fields(target)}
+        type(target)(**{**fields, key: new})  # re-run the class's own checks
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    setattr(target, key, new)
+
+
+def _coerce(kind: Any, value: Any, *, where: str) -> Any:
+    try:
+        return TypeAdapter(kind).validate_python(value)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ConfigError(f"{where}: {err['msg'].lower()} (got {value!r})") from None

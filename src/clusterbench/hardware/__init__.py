@@ -1,0 +1,1 @@
+"""Hardware inventory: NVML / sysfs / torch probe, the dense peak table, GPU topology."""

@@ -1,0 +1,1 @@
+"""Rendering: console (rich), markdown, html."""

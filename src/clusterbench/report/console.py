@@ -1,0 +1,123 @@
+"""The end-of-run summary in the terminal (rich): achieved figures next to their limits,
+then the findings with their fixes, the errors and what did not finish."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from clusterbench.report._summary import (
+    ROW_HEADER,
+    Matrix,
+    Section,
+    header_line,
+    matrix_cell,
+    matrix_title,
+    row_cells,
+    sorted_findings,
+    summary_sections,
+)
+from clusterbench.schema import Results
+
+__all__ = ["render_summary"]
+
+SEVERITY_STYLE = {"fail": "bold red", "warn": "yellow", "info": "cyan"}
+
+
+def render_summary(results: Results, console: Console) -> None:
+    """Header, one table per benchmark, findings, errors, and what did not finish."""
+    console.print(Text(header_line(results), style="bold"))
+    sections = summary_sections(results)
+    if not sections:
+        console.print("No measurements.")
+    for section in sections:
+        _print_section(section, console)
+    _print_findings(results, console)
+    _print_errors(results, console)
+    _print_unfinished(results, console)
+
+
+def _print_section(section: Section, console: Console) -> None:
+    if section.rows:
+        console.print(_rows_table(section))
+    for matrix in section.matrices:
+        _print_matrix(matrix, console)
+
+
+def _rows_table(section: Section) -> Table:
+    # Columns that would say the same on every row go: the device count moves to the title,
+    # and without any reference (a CPU run, an unknown SKU) the last two columns go.
+    counts = {row.num_devices for row in section.rows}
+    title = section.benchmark
+    keep = list(range(len(ROW_HEADER)))
+    if len(counts) == 1:
+        n = counts.pop()
+        title += f" · {n} device{'s' if n != 1 else ''}"
+        keep.remove(ROW_HEADER.index("devices"))
+    if all(row.reference is None for row in section.rows):
+        keep = keep[:-2]
+    table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
+    for i in keep:
+        table.add_column(ROW_HEADER[i], justify="left" if i < 2 else "right")
+    for row in section.rows:
+        cells = row_cells(row)
+        table.add_row(*(Text(cells[i]) for i in keep))  # Text: labels are never read as markup
+    return table
+
+
+def _print_matrix(matrix: Matrix, console: Console) -> None:
+    # The title as its own line: a narrow matrix would wrap a table title.
+    console.print(Text(matrix_title(matrix), style="italic"))
+    table = Table(header_style="bold", box=box.SIMPLE_HEAD)
+    table.add_column("src \\ dst")
+    for device in matrix.devices:
+        table.add_column(device, justify="right")
+    for src in matrix.devices:
+        table.add_row(Text(src), *(Text(matrix_cell(matrix, src, dst)) for dst in matrix.devices))
+    console.print(table)
+    if matrix.no_peer_access:
+        console.print("* no peer access: copies go through host memory")
+
+
+def _print_findings(results: Results, console: Console) -> None:
+    findings = sorted_findings(results.findings)
+    if not findings:
+        console.print(Text("No findings.", style="green"))
+        return
+    counts = {s: sum(f.severity == s for f in findings) for s in SEVERITY_STYLE}
+    console.print(
+        Text("Findings: ", style="bold")
+        + Text(", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    )
+    for f in findings:
+        line = Text(f"{f.severity.upper():<5}", style=SEVERITY_STYLE.get(f.severity, ""))
+        line.append(f" {f.scope}  ", style="dim")
+        line.append(f.message)
+        console.print(line)
+        if f.fix:
+            console.print(Text("      fix: ", style="bold") + Text(f.fix))
+
+
+def _print_errors(results: Results, console: Console) -> None:
+    for err in results.errors:
+        where = " ".join(
+            part
+            for part in (
+                err.benchmark,
+                f"rank {err.rank}" if err.rank is not None else None,
+                f"host {err.host}" if err.host else None,
+            )
+            if part
+        )
+        line = Text("ERROR", style="bold red") + Text(f" {where}: " if where else " ")
+        console.print(line + Text(err.message))
+
+
+def _print_unfinished(results: Results, console: Console) -> None:
+    run = results.run
+    if run.unfinished:
+        console.print(Text("Did not finish: ", style="bold red") + Text(", ".join(run.unfinished)))
+    for name, why in run.skipped.items():
+        console.print(Text("Skipped: ", style="bold") + Text(f"{name}: {why}"))

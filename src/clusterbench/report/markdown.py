@@ -1,0 +1,93 @@
+"""summary.md: the console summary's content as GitHub-flavoured markdown."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from clusterbench.report._summary import (
+    ROW_HEADER,
+    Matrix,
+    Section,
+    header_line,
+    matrix_cell,
+    matrix_title,
+    row_cells,
+    sorted_findings,
+    summary_sections,
+)
+from clusterbench.schema import ErrorRecord, Results
+
+__all__ = ["render_markdown"]
+
+
+def render_markdown(results: Results) -> str:
+    """Header, one table per benchmark, findings, errors, and what did not finish."""
+    parts = [f"# clusterbench run {results.run.id}", header_line(results)]
+    sections = summary_sections(results)
+    if not sections:
+        parts.append("No measurements.")
+    parts.extend(_section(s) for s in sections)
+    parts.append(_findings(results))
+    if results.errors:
+        parts.append("## Errors\n\n" + "\n".join(_error(e) for e in results.errors))
+    unfinished = _unfinished(results)
+    if unfinished:
+        parts.append(unfinished)
+    return "\n\n".join(parts) + "\n"
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" for _ in header) + "|",
+        *("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows),
+    ]
+    return "\n".join(lines)
+
+
+def _section(section: Section) -> str:
+    parts = [f"## {section.benchmark}"]
+    if section.rows:
+        parts.append(_table(ROW_HEADER, [row_cells(r) for r in section.rows]))
+    parts.extend(_matrix(m) for m in section.matrices)
+    return "\n\n".join(parts)
+
+
+def _matrix(matrix: Matrix) -> str:
+    rows = [
+        (src, *(matrix_cell(matrix, src, dst) for dst in matrix.devices)) for src in matrix.devices
+    ]
+    text = f"**{matrix_title(matrix)}**\n\n" + _table(("src \\ dst", *matrix.devices), rows)
+    if matrix.no_peer_access:
+        text += "\n\n\\* no peer access: copies go through host memory"
+    return text
+
+
+def _findings(results: Results) -> str:
+    findings = sorted_findings(results.findings)
+    if not findings:
+        return "## Findings\n\nNo findings."
+    rows = [(f.severity.upper(), f.scope, f.message, f.fix) for f in findings]
+    return "## Findings\n\n" + _table(("severity", "scope", "message", "fix"), rows)
+
+
+def _error(err: ErrorRecord) -> str:
+    where = [
+        err.benchmark or "",
+        f"rank {err.rank}" if err.rank is not None else "",
+        err.host or "",
+    ]
+    label = " ".join(w for w in where if w)
+    return f"- **{label}**: {err.message}" if label else f"- {err.message}"
+
+
+def _unfinished(results: Results) -> str:
+    lines = []
+    if results.run.unfinished:
+        lines.append(f"- did not finish: {', '.join(results.run.unfinished)}")
+    lines.extend(f"- skipped {name}: {why}" for name, why in results.run.skipped.items())
+    return "## Not finished\n\n" + "\n".join(lines) if lines else ""

@@ -1,0 +1,1 @@
+"""Primitives the benchmarks use: launching, the distributed context, timing."""

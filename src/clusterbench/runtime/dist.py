@@ -1,0 +1,155 @@
+"""The distributed context every benchmark receives.
+
+Built on ``torch.distributed``: NCCL on GPUs, gloo on CPUs.  Groups beyond the world (per node,
+per rail, node pairs) are added by the collective benchmarks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Protocol
+
+import torch
+import torch.distributed as dist
+
+from clusterbench.schema import GpuInfo, Measurement, ParamValue, Reference, Stats
+
+__all__ = ["DistContext", "NullProgress", "Progress", "init_distributed"]
+
+
+class Progress(Protocol):
+    """Progress of the benchmark running now; shown as a bar on rank 0 only."""
+
+    def start(self, total: float) -> None: ...
+
+    def advance(self, amount: float = 1.0) -> None: ...
+
+
+class NullProgress:
+    def start(self, total: float) -> None:
+        pass
+
+    def advance(self, amount: float = 1.0) -> None:
+        pass
+
+
+@dataclass(kw_only=True)
+class DistContext:
+    rank: int
+    """Global rank of this process."""
+    world_size: int
+    local_rank: int
+    """Rank within this node; the GPU index on GPU runs."""
+    local_world_size: int
+    node_rank: int
+    num_nodes: int
+    host: str
+    device: torch.device
+    backend: str
+    """'nccl' on GPUs, 'gloo' on CPUs."""
+    gpu: GpuInfo | None = None
+    """This rank's GPU as the probe saw it (None on CPU runs or before the probe)."""
+    benchmark: str = ""
+    """The benchmark running now; set by the runner."""
+    progress: Progress = field(default_factory=NullProgress)
+    waiting: bool = False
+    """True while this rank only waits for others (barriers, gathers): a failure or timeout
+    then is a consequence of another rank's, not this rank's own."""
+
+    wait_failed: bool = False
+    """Set when a wait for others raised (a peer died): the error is theirs, not ours."""
+
+    @contextmanager
+    def waiting_for_peers(self) -> Iterator[None]:
+        previous, self.waiting = self.waiting, True
+        try:
+            yield
+        except Exception:
+            self.wait_failed = True
+            raise
+        finally:
+            self.waiting = previous
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    @property
+    def device_label(self) -> str:
+        if self.is_cuda:
+            return f"cuda:{self.device.index}"
+        return f"cpu:{self.local_rank}"
+
+    def barrier(self) -> None:
+        if dist.is_available() and dist.is_initialized():
+            with self.waiting_for_peers():
+                if self.backend == "nccl":
+                    dist.barrier(device_ids=[self.device.index or 0])
+                else:
+                    dist.barrier()
+
+    def gather_to_root(self, obj: Any) -> list[Any] | None:
+        """Every rank's ``obj`` on rank 0 (None elsewhere); pickled through the world group."""
+        if not (dist.is_available() and dist.is_initialized()) or self.world_size == 1:
+            return [obj]
+        out: list[Any] | None = [None] * self.world_size if self.rank == 0 else None
+        with self.waiting_for_peers():
+            dist.gather_object(obj, out, dst=0)
+        return out
+
+    def all_gather(self, obj: Any) -> list[Any]:
+        if not (dist.is_available() and dist.is_initialized()) or self.world_size == 1:
+            return [obj]
+        out: list[Any] = [None] * self.world_size
+        with self.waiting_for_peers():
+            dist.all_gather_object(out, obj)
+        return out
+
+    def broadcast_from_root(self, obj: Any) -> Any:
+        if not (dist.is_available() and dist.is_initialized()) or self.world_size == 1:
+            return obj
+        box = [obj]
+        with self.waiting_for_peers():
+            dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def measurement(
+        self,
+        *,
+        metric: str,
+        value: float,
+        unit: str,
+        params: dict[str, ParamValue] | None = None,
+        stats: Stats | None = None,
+        reference: Reference | None = None,
+    ) -> Measurement:
+        """A measurement of the running benchmark on this rank's device."""
+        return Measurement(
+            benchmark=self.benchmark,
+            metric=metric,
+            value=float(value),
+            unit=unit,
+            params=dict(params or {}),
+            rank=self.rank,
+            host=self.host,
+            device=self.device_label,
+            stats=stats,
+            reference=reference,
+        )
+
+
+def init_distributed(*, backend: str, device: torch.device, timeout_s: float) -> None:
+    """Join the world group from the launcher's environment (MASTER_ADDR/PORT, RANK, ...)."""
+    if dist.is_initialized():
+        return
+    kwargs: dict[str, Any] = {"backend": backend, "timeout": timedelta(seconds=timeout_s)}
+    if backend == "nccl":
+        torch.cuda.set_device(device)
+        kwargs["device_id"] = device
+    dist.init_process_group(
+        rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]), **kwargs
+    )

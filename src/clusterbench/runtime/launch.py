@@ -1,0 +1,170 @@
+"""Start workers, or join as one.
+
+Outside a launcher, ``clusterbench run`` starts one worker per GPU (or 2 CPU workers) through
+torch's elastic launch API, the engine behind ``torchrun``.  Under ``torchrun``, ``srun`` or
+``mpirun`` each process joins the run as a worker, its rank read from the launcher's variables.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = ["LauncherEnv", "WorkerFailure", "detect_launcher", "export_dist_env", "launch_local"]
+
+LauncherKind = Literal["torchrun", "slurm", "mpi"]
+DEFAULT_MASTER_PORT = 29500
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LauncherEnv:
+    kind: LauncherKind
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    master_addr: str | None
+    master_port: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerFailure:
+    """A worker that ended badly, as the launcher saw it."""
+
+    rank: int
+    exitcode: int
+    message: str
+
+
+def _int(env: Mapping[str, str], *names: str, default: int | None = None) -> int | None:
+    for name in names:
+        if env.get(name, "").strip():
+            return int(env[name])
+    return default
+
+
+def detect_launcher(env: Mapping[str, str] | None = None) -> LauncherEnv | None:
+    """The launcher this process runs under, or None when started by hand."""
+    env = os.environ if env is None else env
+    port = _int(env, "MASTER_PORT")
+    if "RANK" in env and "WORLD_SIZE" in env:
+        world = int(env["WORLD_SIZE"])
+        return LauncherEnv(
+            kind="torchrun",
+            rank=int(env["RANK"]),
+            world_size=world,
+            local_rank=_int(env, "LOCAL_RANK", default=0) or 0,
+            local_world_size=_int(env, "LOCAL_WORLD_SIZE", default=world) or world,
+            master_addr=env.get("MASTER_ADDR"),
+            master_port=port,
+        )
+    if "OMPI_COMM_WORLD_RANK" in env and "OMPI_COMM_WORLD_SIZE" in env:
+        return LauncherEnv(
+            kind="mpi",
+            rank=int(env["OMPI_COMM_WORLD_RANK"]),
+            world_size=int(env["OMPI_COMM_WORLD_SIZE"]),
+            local_rank=_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", default=0) or 0,
+            local_world_size=_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", default=1) or 1,
+            master_addr=env.get("MASTER_ADDR"),
+            master_port=port,
+        )
+    # srun sets the step's variables; a batch script alone (no srun) has no SLURM_STEP_NUM_TASKS
+    if "SLURM_PROCID" in env and "SLURM_STEP_NUM_TASKS" in env and "SLURM_LOCALID" in env:
+        return LauncherEnv(
+            kind="slurm",
+            rank=int(env["SLURM_PROCID"]),
+            world_size=int(env["SLURM_STEP_NUM_TASKS"]),
+            local_rank=int(env["SLURM_LOCALID"]),
+            local_world_size=_slurm_tasks_on_node(env),
+            master_addr=env.get("MASTER_ADDR") or env.get("SLURM_LAUNCH_NODE_IPADDR"),
+            master_port=port or DEFAULT_MASTER_PORT + int(env.get("SLURM_JOB_ID", "0")) % 1000,
+        )
+    return None
+
+
+def _slurm_tasks_on_node(env: Mapping[str, str]) -> int:
+    # SLURM_STEP_TASKS_PER_NODE looks like "4(x2),3"; the node's own count is SLURM_TASKS_PER_NODE
+    # only on homogeneous steps, so fall back to the first entry.
+    spec = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or "1"
+    return int(spec.split(",")[0].split("(")[0])
+
+
+def export_dist_env(launcher: LauncherEnv) -> None:
+    """Set the variables torch.distributed's env:// rendezvous reads."""
+    if launcher.world_size > 1 and not launcher.master_addr:
+        raise ValueError(
+            f"running under {launcher.kind} but MASTER_ADDR is not set: export MASTER_ADDR "
+            "(the first node's address) and MASTER_PORT on every rank"
+        )
+    os.environ.update(
+        {
+            "RANK": str(launcher.rank),
+            "WORLD_SIZE": str(launcher.world_size),
+            "LOCAL_RANK": str(launcher.local_rank),
+            "LOCAL_WORLD_SIZE": str(launcher.local_world_size),
+            "MASTER_ADDR": launcher.master_addr or "127.0.0.1",
+            "MASTER_PORT": str(launcher.master_port or DEFAULT_MASTER_PORT),
+        }
+    )
+
+
+def launch_local(
+    entrypoint: Callable[..., Any],
+    *args: Any,
+    nproc: int,
+    run_id: str,
+    log_dir: Path,
+) -> list[WorkerFailure]:
+    """Run ``entrypoint(*args)`` in ``nproc`` local workers; return the failures (empty: fine).
+
+    Rank 0 keeps the terminal (for its progress bars); the other ranks' output goes to files
+    under ``log_dir``.  A worker that fails ends the others: no restarts.
+    """
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    logs = DefaultLogsSpecs(
+        log_dir=str(log_dir), redirects={r: Std.ALL for r in range(1, nproc)}, tee=Std.NONE
+    )
+    config = LaunchConfig(
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=nproc,
+        run_id=run_id,
+        rdzv_backend="c10d",
+        rdzv_endpoint="localhost:0",
+        rdzv_configs={"timeout": 120},
+        max_restarts=0,
+        monitor_interval=0.1,
+        start_method="spawn",
+        logs_specs=logs,
+    )
+    elastic_logger = logging.getLogger("torch.distributed.elastic")
+    level = elastic_logger.level
+    elastic_logger.setLevel(logging.CRITICAL)  # we report failures ourselves, one line each
+    try:
+        elastic_launch(config, entrypoint)(*args)
+    except ChildFailedError as exc:
+        return [
+            WorkerFailure(rank=rank, exitcode=f.exitcode, message=_failure_message(f))
+            for rank, f in sorted(exc.failures.items())
+        ]
+    finally:
+        elastic_logger.setLevel(level)
+    return []
+
+
+def _failure_message(failure: Any) -> str:
+    message = getattr(failure, "message", "") or ""
+    if isinstance(message, dict):
+        message = str(message.get("message", "")) or ""
+    text = str(message).strip()
+    # torch's placeholder when the worker left no error file: not information
+    if not text or text.startswith("To enable traceback"):
+        return ""
+    return text.splitlines()[0]

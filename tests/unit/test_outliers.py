@@ -1,0 +1,193 @@
+"""Peer outliers: the slow device among identical peers, and no alarm on jitter."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from clusterbench.analysis.outliers import better_direction, peer_outliers, robust_zscores
+from clusterbench.schema import Finding, Measurement, ParamValue, Reference
+
+MADS, MIN_REL = 3.0, 0.05
+
+
+def meas(
+    value: float,
+    *,
+    device: str,
+    host: str = "h1",
+    benchmark: str = "gemm",
+    metric: str = "tflops_best",
+    unit: str = "TFLOP/s",
+    params: dict[str, ParamValue] | None = None,
+    spec: float | None = None,
+) -> Measurement:
+    return Measurement(
+        benchmark=benchmark,
+        metric=metric,
+        value=value,
+        unit=unit,
+        params={"dtype": "bf16"} if params is None else params,
+        rank=0,
+        host=host,
+        device=device,
+        reference=Reference(value=spec, kind="spec_peak", source="t") if spec else None,
+    )
+
+
+def gpus(values: list[float], **kw: object) -> list[Measurement]:
+    return [meas(v, device=f"cuda:{i}", **kw) for i, v in enumerate(values)]  # type: ignore[arg-type]
+
+
+def outliers(ms: list[Measurement]) -> list[Finding]:
+    return peer_outliers(ms, mads=MADS, min_rel=MIN_REL)
+
+
+# 8 healthy values within +-0.5% of 800.
+JITTER = [800 * (1 + 0.005 * x) for x in (-1, -0.5, 0, 0.5, 1, 0.3, -0.3, 0.8)]
+
+
+def test_robust_zscores_known_values() -> None:
+    # median 3, |deviations| 2 1 0 1 97 -> MAD 1, scale 1.4826
+    z = robust_zscores([1, 2, 3, 4, 100])
+    assert z == pytest.approx([-2 / 1.4826, -1 / 1.4826, 0, 1 / 1.4826, 97 / 1.4826])
+    assert robust_zscores([]) == []
+    assert robust_zscores([5, 5, 5]) == [0, 0, 0]
+    zero_mad = robust_zscores([5, 5, 5, 4])
+    assert zero_mad[:3] == [0, 0, 0] and zero_mad[3] == -math.inf
+
+
+def test_direction_by_unit() -> None:
+    assert better_direction("GB/s") == "higher"
+    assert better_direction("TFLOP/s") == "higher"
+    assert better_direction("img/s") == "higher"
+    assert better_direction("us") == "lower"
+    assert better_direction("s") == "lower"
+    for unit in ("ratio", "gen", "lanes", "bytes"):
+        assert better_direction(unit) is None
+
+
+def test_one_gpu_20_percent_slow_is_named_exactly() -> None:
+    values = list(JITTER)
+    values[5] = 640.0
+    findings = outliers(gpus(values))
+    assert len(findings) == 1
+    f = findings[0]
+    assert (f.severity, f.scope, f.id) == ("fail", "host:h1/cuda:5", "outlier.gemm.tflops_best")
+    assert "h1 cuda:5" in f.message and "20%" in f.message and "640" in f.message
+    assert f.evidence["num_peers"] == 8 and f.evidence["median"] == pytest.approx(800, rel=0.01)
+    assert "-i 5" in f.fix
+
+
+def test_slow_gpu_found_across_hosts() -> None:
+    ms = gpus(JITTER[:4], host="h1") + gpus(JITTER[4:], host="h2")
+    ms[5] = meas(600.0, device="cuda:1", host="h2")
+    assert [f.scope for f in outliers(ms)] == ["host:h2/cuda:1"]
+
+
+def test_healthy_gpus_with_half_percent_jitter_give_nothing() -> None:
+    assert outliers(gpus(JITTER)) == []
+
+
+def test_tiny_gap_is_not_flagged_even_with_zero_mad() -> None:
+    # 7 identical values: MAD 0, so 0.5% below is infinitely many MADs, yet under min_rel.
+    assert outliers(gpus([800.0] * 7 + [796.0])) == []
+
+
+def test_two_gpus_are_never_judged() -> None:
+    # Even with a hair-trigger threshold: each of two values is 0.67 scaled MADs from the median.
+    assert peer_outliers(gpus([800.0, 400.0]), mads=0.1, min_rel=0.01) == []
+    assert len(peer_outliers(gpus([800.0, 800.0, 400.0]), mads=0.1, min_rel=0.01)) == 1
+
+
+def test_latency_higher_is_worse() -> None:
+    slow = [10.0, 10.1, 9.9, 10.0, 15.0, 10.05]
+    fast = [10.0, 10.1, 9.9, 10.0, 5.0, 10.05]
+    kw = {"benchmark": "collective", "metric": "latency", "unit": "us", "params": {}}
+    assert [f.scope for f in outliers(gpus(slow, **kw))] == ["host:h1/cuda:4"]
+    assert outliers(gpus(fast, **kw)) == []
+
+
+def test_faster_device_is_not_an_outlier() -> None:
+    values = list(JITTER)
+    values[2] = 1000.0
+    assert outliers(gpus(values)) == []
+
+
+def test_ratio_gen_and_lanes_are_skipped() -> None:
+    for unit in ("ratio", "gen", "lanes"):
+        assert outliers(gpus([1.0, 1.0, 1.0, 1.0, 50.0, 0.01], unit=unit)) == []
+
+
+def test_p2p_groups_across_pairs_and_names_the_pair() -> None:
+    def pair(src: int, dst: int, value: float) -> Measurement:
+        params: dict[str, ParamValue] = {
+            "src": f"cuda:{src}",
+            "dst": f"cuda:{dst}",
+            "mode": "oneway",
+            "p2p_access": True,
+        }
+        return meas(
+            value,
+            device="cuda:0",
+            benchmark="transfer",
+            metric="p2p_bandwidth",
+            unit="GB/s",
+            params=params,
+        )
+
+    ms = [pair(0, 1, 395.0), pair(1, 0, 394.0), pair(2, 3, 200.0), pair(3, 2, 396.0)]
+    findings = outliers(ms)
+    assert [f.scope for f in findings] == ["host:h1/cuda:2-cuda:3"]
+    assert "4 pairs" in findings[0].message and "nvlink" in findings[0].fix
+
+
+def test_one_finding_per_device_and_metric_over_many_shapes() -> None:
+    ms = []
+    for shape in (1024, 2048, 4096):
+        values = list(JITTER)
+        values[3] = 0.7 * values[3] if shape != 4096 else 0.6 * values[3]
+        params: dict[str, ParamValue] = {"dtype": "bf16", "m": shape, "n": shape, "k": shape}
+        ms += gpus(values, metric="tflops", params=params)
+    findings = outliers(ms)
+    assert len(findings) == 1
+    assert findings[0].evidence["num_param_sets_flagged"] == 3
+    assert findings[0].evidence["params"]["m"] == 4096  # the worst shape
+
+
+def test_best_shape_does_not_split_peers() -> None:
+    values = list(JITTER)
+    values[7] = 500.0
+    ms = [
+        meas(v, device=f"cuda:{i}", params={"dtype": "bf16", "m": 4096 * (1 + i % 2), "n": 8192})
+        for i, v in enumerate(values)
+    ]
+    assert [f.scope for f in outliers(ms)] == ["host:h1/cuda:7"]
+
+
+def test_different_skus_are_not_peers() -> None:
+    h200 = [meas(800.0 + i, device=f"cuda:{i}", host="a", spec=989.0) for i in range(4)]
+    a100 = [meas(270.0 + i, device=f"cuda:{i}", host="b", spec=312.0) for i in range(4)]
+    assert outliers(h200 + a100) == []
+
+
+def test_selftest_sync_time_is_not_judged() -> None:
+    kw = {"benchmark": "selftest", "metric": "sync_time", "unit": "s", "params": {}}
+    assert outliers(gpus([0.01, 0.01, 0.01, 0.5], **kw)) == []
+
+
+def test_gpus_on_different_numa_nodes_are_peers() -> None:
+    values = [55.0, 55.2, 54.9, 40.0]  # two GPUs per NUMA node; cuda:3 slow
+    ms = [
+        meas(
+            v,
+            device=f"cuda:{i}",
+            benchmark="transfer",
+            metric="bandwidth",
+            unit="GB/s",
+            params={"direction": "h2d", "memory": "pinned", "numa": "local", "numa_node": i // 2},
+        )
+        for i, v in enumerate(values)
+    ]
+    assert [f.scope for f in outliers(ms)] == ["host:h1/cuda:3"]

@@ -1,0 +1,186 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from clusterbench.assemble import RunMeta, assemble_results
+from clusterbench.runtime.launch import WorkerFailure, detect_launcher, export_dist_env
+from clusterbench.runtime.records import RankLog, read_records
+from clusterbench.runtime.timing import Stats, rate_stats
+from clusterbench.runtime.watchdog import EXIT_TIMEOUT
+
+
+def test_stats_from_samples() -> None:
+    s = Stats.from_samples([1.0, 2.0, 3.0, 4.0])
+    assert (s.samples, s.median, s.min, s.max, s.mean) == (4, 2.5, 1.0, 4.0, 2.5)
+    assert s.cv == pytest.approx(1.2909944 / 2.5)
+    assert Stats.from_samples([5.0]).cv == 0.0
+    with pytest.raises(ValueError):
+        Stats.from_samples([])
+
+
+def test_rate_stats_is_work_over_time() -> None:
+    s = rate_stats([0.5, 1.0, 2.0], work=4e9, scale=1e9)
+    assert (s.max, s.median, s.min) == (8.0, 4.0, 2.0)
+
+
+def test_detect_launchers() -> None:
+    assert detect_launcher({}) is None
+    t = detect_launcher(
+        {
+            "RANK": "3",
+            "WORLD_SIZE": "8",
+            "LOCAL_RANK": "3",
+            "LOCAL_WORLD_SIZE": "4",
+            "MASTER_ADDR": "n0",
+            "MASTER_PORT": "1234",
+        }
+    )
+    assert t is not None and (
+        t.kind,
+        t.rank,
+        t.world_size,
+        t.local_rank,
+        t.local_world_size,
+        t.master_addr,
+        t.master_port,
+    ) == ("torchrun", 3, 8, 3, 4, "n0", 1234)
+    m = detect_launcher(
+        {
+            "OMPI_COMM_WORLD_RANK": "5",
+            "OMPI_COMM_WORLD_SIZE": "16",
+            "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+            "OMPI_COMM_WORLD_LOCAL_SIZE": "8",
+        }
+    )
+    assert m is not None and (m.kind, m.rank, m.world_size, m.local_rank, m.local_world_size) == (
+        "mpi",
+        5,
+        16,
+        1,
+        8,
+    )
+    s = detect_launcher(
+        {
+            "SLURM_PROCID": "9",
+            "SLURM_STEP_NUM_TASKS": "16",
+            "SLURM_LOCALID": "1",
+            "SLURM_STEP_TASKS_PER_NODE": "8(x2)",
+            "SLURM_LAUNCH_NODE_IPADDR": "10.0.0.1",
+            "SLURM_JOB_ID": "4242",
+        }
+    )
+    assert s is not None and (
+        s.kind,
+        s.rank,
+        s.world_size,
+        s.local_world_size,
+        s.master_addr,
+        s.master_port,
+    ) == ("slurm", 9, 16, 8, "10.0.0.1", 29500 + 242)
+    # a batch script without srun is not a worker
+    assert detect_launcher({"SLURM_PROCID": "0", "SLURM_NTASKS": "16"}) is None
+
+
+def test_export_dist_env_requires_master_addr_for_many(monkeypatch: pytest.MonkeyPatch) -> None:
+    m = detect_launcher({"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2"})
+    assert m is not None
+    with pytest.raises(ValueError, match="MASTER_ADDR"):
+        export_dist_env(m)
+
+
+def _meta(**kw: object) -> RunMeta:
+    base = dict(
+        id="r",
+        started="t0",
+        finished="t1",
+        suite="quick",
+        world_size=2,
+        backend="gloo",
+        command="clusterbench run",
+        config={},
+        benchmarks=["a", "b"],
+        version="0",
+        fallback_host="here",
+    )
+    base.update(kw)
+    return RunMeta(**base)  # type: ignore[arg-type]
+
+
+def _measurement(rank: int, bench: str) -> dict[str, object]:
+    return {
+        "benchmark": bench,
+        "metric": "x",
+        "value": 1.0,
+        "unit": "GB/s",
+        "params": {},
+        "rank": rank,
+        "host": f"h{rank}",
+        "device": f"cpu:{rank}",
+    }
+
+
+def test_assemble_names_the_culprit_not_the_waiter(tmp_path: Path) -> None:
+    logs = [RankLog(tmp_path, r) for r in (0, 1)]
+    for r, log in enumerate(logs):
+        log.write("hello", host=f"h{r}", local_rank=r, device=f"cpu:{r}")
+        log.write("start", benchmark="a")
+        log.write("measurement", data=_measurement(r, "a"))
+        log.write("end", benchmark="a")
+        log.write("start", benchmark="b")
+    logs[0].write("error", benchmark="b", message="timeout", while_waiting=True)
+    records = read_records(tmp_path)
+    failures = [WorkerFailure(rank=1, exitcode=-9, message="")]
+    res = assemble_results(records=records, meta=_meta(), failures=failures)
+    assert res.run.status == "failed"
+    assert res.run.unfinished == ["b"]
+    assert res.run.num_nodes == 2
+    assert res.errors[0].rank == 1 and res.errors[0].host == "h1"
+    assert "was killed by SIGKILL during b" in res.errors[0].message
+    assert res.errors[1].rank == 0 and "waiting for other ranks" in res.errors[1].message
+    assert {m.rank for m in res.measurements} == {0, 1}
+
+
+def test_assemble_complete_run_and_torn_line(tmp_path: Path) -> None:
+    for r in (0, 1):
+        log = RankLog(tmp_path, r)
+        log.write("hello", host="h", local_rank=r, device=f"cpu:{r}")
+        for b in ("a", "b"):
+            log.write("start", benchmark=b)
+            log.write("end", benchmark=b)
+        log.close()
+    with open(tmp_path / "ranks" / "rank-00001.jsonl", "a") as fh:
+        fh.write('{"kind": "measu')  # a rank killed mid-write
+    res = assemble_results(records=read_records(tmp_path), meta=_meta(), failures=[])
+    assert res.run.status == "completed" and res.errors == [] and res.run.unfinished == []
+
+
+def test_deadline_ends_a_hung_process(tmp_path: Path) -> None:
+    marker = tmp_path / "expired"
+    code = textwrap.dedent(f"""
+        import time
+        from clusterbench.runtime.watchdog import Deadline
+        with Deadline(0.5, lambda: open({str(marker)!r}, "w").write("x")):
+            time.sleep(30)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], timeout=20, check=False)
+    assert proc.returncode == EXIT_TIMEOUT
+    assert marker.read_text() == "x"
+
+
+def test_deadline_grace_lets_the_waiter_finish(tmp_path: Path) -> None:
+    code = textwrap.dedent("""
+        import time
+        from clusterbench.runtime.watchdog import Deadline
+        with Deadline(0.3, lambda: None, grace_s=5, grace_if=lambda: True):
+            time.sleep(1.0)
+        print("finished")
+    """)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], timeout=20, check=False, capture_output=True, text=True
+    )
+    assert proc.returncode == 0 and "finished" in proc.stdout
