@@ -55,6 +55,10 @@ class Thresholds:
     """Device memory copy below this fraction of the spec bandwidth -> warn."""
     host_device_min_efficiency: float = 0.80
     """Pinned host<->device below this fraction of the PCIe link rate -> warn."""
+    p2p_min_efficiency: float = 0.80
+    """GPU<->GPU copy below this fraction of the NVLink spec -> warn (seed: links >= 80%)."""
+    remote_numa_max_loss: float = 0.20
+    """Host<->device from another NUMA node more than this fraction slower -> info."""
     outlier_mads: float = 3.0
     """A device this many scaled MADs below its peers is an outlier -> fail."""
     outlier_min_rel: float = 0.05

@@ -51,9 +51,7 @@ def gpu_ctx(benchmark: str) -> DistContext:
 
 def pick(ms: list[Measurement], metric: str, **params: object) -> list[Measurement]:
     return [
-        m
-        for m in ms
-        if m.metric == metric and all(m.params.get(k) == v for k, v in params.items())
+        m for m in ms if m.metric == metric and all(m.params.get(k) == v for k, v in params.items())
     ]
 
 

@@ -116,7 +116,9 @@ def _pcie_idle_finding(link: PCIeLink, *, scope: str) -> Finding | None:
 # --- host <-> device -----------------------------------------------------------------------
 
 
-def host_device_findings(results: Results, *, min_efficiency: float) -> list[Finding]:
+def host_device_findings(
+    results: Results, *, min_efficiency: float, remote_numa_max_loss: float = REMOTE_NUMA_MAX_LOSS
+) -> list[Finding]:
     """Pinned h2d/d2h below ``min_efficiency`` x the link rate -> warn; remote NUMA -> info."""
     pinned = [
         m
@@ -138,7 +140,7 @@ def host_device_findings(results: Results, *, min_efficiency: float) -> list[Fin
             out.append(finding)
         remote = by_numa.get("remote")
         if remote is not None and remote is not near:
-            out.extend(_remote_numa_finding(near, remote))
+            out.extend(_remote_numa_finding(near, remote, max_loss=remote_numa_max_loss))
     return out
 
 
@@ -178,8 +180,10 @@ def _link_rate_finding(m: Measurement, *, min_efficiency: float) -> Finding | No
     )
 
 
-def _remote_numa_finding(local: Measurement, remote: Measurement) -> list[Finding]:
-    if local.value <= 0 or remote.value >= (1 - REMOTE_NUMA_MAX_LOSS) * local.value:
+def _remote_numa_finding(
+    local: Measurement, remote: Measurement, *, max_loss: float
+) -> list[Finding]:
+    if local.value <= 0 or remote.value >= (1 - max_loss) * local.value:
         return []
     loss = 1 - remote.value / local.value
     direction = local.params.get("direction")

@@ -54,8 +54,12 @@ def level1_findings(results: Results, thresholds: Thresholds) -> list[Finding]:
         *gemm_efficiency_findings(results, min_efficiency=thresholds.gemm_min_efficiency),
         *mixed_precision_findings(results, min_speedup=thresholds.mixed_precision_min_speedup),
         *hbm_findings(results, min_efficiency=thresholds.hbm_min_efficiency),
-        *host_device_findings(results, min_efficiency=thresholds.host_device_min_efficiency),
-        *p2p_findings(results, min_efficiency=LINK_MIN_EFFICIENCY),
+        *host_device_findings(
+            results,
+            min_efficiency=thresholds.host_device_min_efficiency,
+            remote_numa_max_loss=thresholds.remote_numa_max_loss,
+        ),
+        *p2p_findings(results, min_efficiency=thresholds.p2p_min_efficiency),
         *unknown_sku_findings(results),
     ]
 

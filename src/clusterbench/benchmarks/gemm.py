@@ -66,17 +66,23 @@ def _cubes(*sizes: int) -> list[str]:
     return [f"{s}x{s}x{s}" for s in sizes]
 
 
-# GPU sweeps.  Quick: the cubes around the H100/H200 best shapes (mamf-finder's best bf16 shapes
-# sit in the 4k-16k range) plus a long-K shape.  Full: {4k, 8k, 16k}^3, the 27 shapes of
-# REFERENCE.md's measured sweep.
-_GPU_QUICK = [*_cubes(4096, 6144, 8192), "8192x8192x16384", "16384x8192x8192", "12288x12288x12288"]
+# GPU sweeps.  Shapes measured on an H200 (2026-11, bf16 / fp8 TFLOP/s): 6144^3 802 / 1505,
+# 8192^3 799 / 1500, 4096^3 781 / 1357, 4096x4096x16384 786 / 1413, 6144x6144x12288 757 / 1437,
+# 4096x8192x16384 740 / 1429; shapes with M or N = 16384 ran at 640-700.  Quick keeps the best
+# of these; full is {4k, 8k, 16k}^3, the 27 shapes of REFERENCE.md's measured sweep.
+_GPU_QUICK = [
+    *_cubes(4096, 6144, 8192),
+    "4096x4096x16384",
+    "6144x6144x12288",
+    "4096x8192x16384",
+]
 _GPU_STANDARD = [
-    *_cubes(4096, 6144, 8192, 12288, 16384),
+    *_GPU_QUICK,
+    *_cubes(12288, 16384),
+    "4096x4096x8192",
+    "8192x4096x16384",
     "8192x8192x16384",
     "16384x8192x8192",
-    "16384x16384x8192",
-    "4096x16384x8192",
-    "16384x4096x8192",
 ]
 _GPU_FULL = [
     f"{m}x{n}x{k}"

@@ -17,9 +17,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-import psutil
-
 from clusterbench.hardware.specs import match_spec, pcie_gen_from_rate, to_spec_ref
+from clusterbench.hardware.sysfs import (
+    numa_node_cpus,
+    numa_of,
+    parse_cpulist,
+    pci_device_dir,
+    probe_cpu,
+    probe_nics,
+    read_int,
+    read_text,
+)
 from clusterbench.hardware.topology import (
     active_nvlinks,
     gpu_topology,
@@ -29,7 +37,7 @@ from clusterbench.hardware.topology import (
     torch_pci_bus_id,
     torch_topology,
 )
-from clusterbench.schema import CpuInfo, GpuInfo, HostInfo, NicInfo, PCIeLink, Topology
+from clusterbench.schema import GpuInfo, HostInfo, PCIeLink, Topology
 
 __all__ = [
     "AUTO",
@@ -89,45 +97,6 @@ def nvml_session(nvml: Any = AUTO) -> Iterator[Any | None]:
             nvml_query(lib, "nvmlShutdown")
 
 
-# ---------------------------------------------------------------------------- small readers
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace").strip()
-    except OSError:
-        return None
-
-
-def _read_int(path: Path) -> int | None:
-    raw = _read(path)
-    try:
-        return int(raw) if raw is not None else None
-    except ValueError:
-        return None
-
-
-def _numa_of(device_dir: Path) -> int | None:
-    node = _read_int(device_dir / "numa_node")
-    return None if node is None or node < 0 else node
-
-
-def _pci_address_of(device_link: Path) -> str | None:
-    """PCI address of a sysfs ``device`` link (a virtio or USB child reports its parent)."""
-    try:
-        resolved = device_link.resolve(strict=True)
-    except OSError:
-        return None
-    for part in (resolved, *list(resolved.parents)[:2]):
-        if _PCI_ADDRESS.match(part.name):
-            return part.name
-    return None
-
-
-def _pci_device_dir(root: Path, bus_id: str) -> Path:
-    return root / "sys/bus/pci/devices" / bus_id
-
-
 # ---------------------------------------------------------------------------- GPUs
 
 
@@ -143,12 +112,12 @@ def _parse_link_speed(raw: str | None) -> int | None:
 
 def sysfs_pcie_link(root: str | Path, bus_id: str) -> PCIeLink:
     """Current and maximum PCIe link of a PCI device, from sysfs."""
-    device = _pci_device_dir(Path(root), bus_id)
+    device = pci_device_dir(Path(root), bus_id)
     return PCIeLink(
-        gen=_parse_link_speed(_read(device / "current_link_speed")),
-        width=_read_int(device / "current_link_width"),
-        max_gen=_parse_link_speed(_read(device / "max_link_speed")),
-        max_width=_read_int(device / "max_link_width"),
+        gen=_parse_link_speed(read_text(device / "current_link_speed")),
+        width=read_int(device / "current_link_width"),
+        max_gen=_parse_link_speed(read_text(device / "max_link_speed")),
+        max_width=read_int(device / "max_link_width"),
     )
 
 
@@ -175,7 +144,7 @@ def _gpu_info(
         name=name,
         pci_bus_id=bus_id,
         memory_bytes=memory_bytes,
-        numa_node=_numa_of(_pci_device_dir(root, bus_id)) if bus_id else None,
+        numa_node=numa_of(pci_device_dir(root, bus_id)) if bus_id else None,
         spec=to_spec_ref(spec) if spec is not None else None,
     )
 
@@ -246,151 +215,6 @@ def read_pcie_link(index: int, *, nvml: Any = AUTO, root: str | Path = "/") -> P
         log.debug("no PCI address for torch device %d: %s", index, exc)
         return None
     return sysfs_pcie_link(root, bus_id) if bus_id else None
-
-
-# ---------------------------------------------------------------------------- CPU
-
-
-def parse_cpulist(cpulist: str) -> list[int]:
-    """The kernel's cpulist format: ``"0-3,8"`` -> ``[0, 1, 2, 3, 8]``."""
-    cpus: list[int] = []
-    for part in cpulist.strip().split(","):
-        if not part:
-            continue
-        first, _, last = part.partition("-")
-        try:
-            cpus.extend(range(int(first), int(last or first) + 1))
-        except ValueError:
-            raise ValueError(f"bad cpulist {cpulist!r}") from None
-    return cpus
-
-
-def _numa_cpulists(root: Path) -> dict[int, str]:
-    nodes = root / "sys/devices/system/node"
-    found: dict[int, str] = {}
-    for node in nodes.glob("node[0-9]*"):
-        cpulist = _read(node / "cpulist")
-        if cpulist is not None:
-            found[int(node.name.removeprefix("node"))] = cpulist
-    return dict(sorted(found.items()))
-
-
-def numa_node_cpus(root: str | Path = "/") -> dict[int, list[int]]:
-    """NUMA node -> its CPUs, from sysfs (for pinning workers)."""
-    return {node: parse_cpulist(cpus) for node, cpus in _numa_cpulists(Path(root)).items()}
-
-
-def _cpuinfo_fields(root: Path, key: str) -> list[str]:
-    values = []
-    for line in (_read(root / "proc/cpuinfo") or "").splitlines():
-        name, sep, value = line.partition(":")
-        if sep and name.strip() == key:
-            values.append(value.strip())
-    return values
-
-
-def _socket_count(root: Path) -> int | None:
-    ids = set(_cpuinfo_fields(root, "physical id"))
-    if not ids:  # e.g. arm64: no "physical id" in /proc/cpuinfo
-        cpus = root / "sys/devices/system/cpu"
-        ids = {_read(p) or "" for p in cpus.glob("cpu[0-9]*/topology/physical_package_id")}
-    return len(ids) or None
-
-
-def probe_cpu(root: str | Path = "/") -> CpuInfo:
-    """CPU model, sockets, cores, threads and NUMA nodes."""
-    base = Path(root)
-    models = _cpuinfo_fields(base, "model name")
-    return CpuInfo(
-        model=models[0] if models else None,
-        sockets=_socket_count(base),
-        cores=psutil.cpu_count(logical=False),
-        threads=psutil.cpu_count(logical=True),
-        numa_nodes={str(node): cpus for node, cpus in _numa_cpulists(base).items()},
-    )
-
-
-# ---------------------------------------------------------------------------- NICs
-
-
-def _parse_ib_rate(raw: str | None) -> float | None:
-    """``400 Gb/sec (4X NDR)`` -> 400.0."""
-    try:
-        return float(raw.split()[0]) if raw else None
-    except ValueError:
-        return None
-
-
-def _parse_ib_state(raw: str | None) -> str | None:
-    """``4: ACTIVE`` -> ``ACTIVE``."""
-    if not raw:
-        return None
-    return raw.partition(":")[2].strip() or raw
-
-
-_LINK_LAYER_KIND: dict[str, NicKind] = {"InfiniBand": "infiniband", "Ethernet": "roce"}
-
-
-def _rdma_kind(name: str, driver: str | None, link_layer: str | None) -> NicKind:
-    if name.startswith("efa") or driver == "efa":
-        return "efa"
-    return _LINK_LAYER_KIND.get(link_layer or "", "other")
-
-
-def _rdma_ports(dev: Path) -> list[NicInfo]:
-    device = dev / "device"
-    driver_link = device / "driver"
-    driver = driver_link.resolve().name if driver_link.is_symlink() else None
-    ports = sorted((dev / "ports").glob("[0-9]*"), key=lambda p: int(p.name))
-    nics = []
-    for port in ports:
-        link_layer = _read(port / "link_layer")
-        nics.append(
-            NicInfo(
-                name=dev.name,
-                kind=_rdma_kind(dev.name, driver, link_layer),
-                state=_parse_ib_state(_read(port / "state")),
-                rate_gbps=_parse_ib_rate(_read(port / "rate")),
-                link_layer=link_layer,
-                numa_node=_numa_of(device),
-                pci_bus_id=_pci_address_of(device),
-                port=int(port.name),
-            )
-        )
-    return nics
-
-
-def _net_speed_gbps(iface: Path) -> float | None:
-    speed_mbps = _read_int(iface / "speed")  # unreadable while the link is down
-    if speed_mbps is None or speed_mbps <= 0 or speed_mbps >= 2**32 - 1:
-        return None  # -1 (or the unsigned -1) means unknown
-    return speed_mbps / 1000
-
-
-def _ethernet_nic(iface: Path) -> NicInfo:
-    arp_type = _read_int(iface / "type")
-    kind: NicKind = "ethernet" if arp_type == _ARPHRD_ETHER else "other"
-    link_layer = {_ARPHRD_ETHER: "Ethernet", _ARPHRD_INFINIBAND: "InfiniBand"}.get(arp_type or -1)
-    return NicInfo(
-        name=iface.name,
-        kind=kind,
-        state=_read(iface / "operstate"),
-        rate_gbps=_net_speed_gbps(iface),
-        link_layer=link_layer,
-        numa_node=_numa_of(iface / "device"),
-        pci_bus_id=_pci_address_of(iface / "device"),
-    )
-
-
-def probe_nics(root: str | Path = "/") -> list[NicInfo]:
-    """RDMA ports (InfiniBand, RoCE, EFA) and physical network interfaces."""
-    base = Path(root)
-    rdma = base / "sys/class/infiniband"
-    nics = [nic for dev in sorted(rdma.glob("*")) for nic in _rdma_ports(dev)]
-    for iface in sorted((base / "sys/class/net").glob("*")):
-        if iface.name != "lo" and (iface / "device").exists():  # virtual ones have no device
-            nics.append(_ethernet_nic(iface))
-    return nics
 
 
 # ---------------------------------------------------------------------------- versions

@@ -1,0 +1,210 @@
+"""One worker: join the world, probe the node, run each benchmark under a deadline, record.
+
+Every record goes to this rank's partial file as it happens.  Under an external launcher rank 0
+also gathers every rank's records after each benchmark and rewrites results.json.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from clusterbench.assemble import dedupe
+from clusterbench.benchmarks import registry
+from clusterbench.finalize import EXIT_RUN_ERROR, RunSpec, finalize
+from clusterbench.runtime.dist import DistContext, init_distributed
+from clusterbench.runtime.records import RankLog, read_rank_file, read_records
+from clusterbench.runtime.watchdog import Deadline
+
+__all__ = ["BenchmarkFailed", "exit_after_failure", "make_context", "run_benchmarks", "worker_main"]
+
+
+def worker_main(spec: RunSpec) -> None:
+    """Entry point of one worker (spawned by launch_local, or the process itself when joined)."""
+    ctx = make_context(spec)
+    log = RankLog(Path(spec.run_dir), ctx.rank)
+    try:
+        run_benchmarks(ctx, spec=spec, log=log)
+    except KeyboardInterrupt:
+        log.write("interrupted", benchmark=ctx.benchmark or None)
+        hard_exit(130)
+    except BenchmarkFailed as failure:
+        exit_after_failure(failure)
+    finally:
+        log.close()
+
+
+class BenchmarkFailed(Exception):
+    def __init__(self, *, while_waiting: bool) -> None:
+        super().__init__()
+        self.while_waiting = while_waiting
+
+
+def exit_after_failure(failure: BenchmarkFailed) -> None:
+    if failure.while_waiting:
+        # A peer died first; let the launcher see its exit before ours, so it is the one named.
+        time.sleep(1.0)
+    hard_exit(EXIT_RUN_ERROR)
+
+
+def hard_exit(code: int) -> None:
+    # Skip interpreter teardown: a peer may be gone, and NCCL/gloo destructors can block on it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def make_context(spec: RunSpec) -> DistContext:
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
+    if spec.device_type == "cuda":
+        if local_rank >= torch.cuda.device_count():
+            raise RuntimeError(
+                f"local rank {local_rank} has no GPU (only {torch.cuda.device_count()} visible)"
+            )
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
+    backend = "nccl" if spec.device_type == "cuda" else "gloo"
+    init_distributed(backend=backend, device=device, timeout_s=spec.config.timeout_s)
+    host = socket.gethostname()
+    ctx = DistContext(
+        rank=rank,
+        world_size=world,
+        local_rank=local_rank,
+        local_world_size=local_world,
+        node_rank=0,
+        num_nodes=1,
+        host=host,
+        device=device,
+        backend=backend,
+    )
+    hosts = list(dict.fromkeys(ctx.all_gather(host)))
+    ctx.node_rank, ctx.num_nodes = hosts.index(host), len(hosts)
+    return ctx
+
+
+def _probe(ctx: DistContext, log: RankLog) -> None:
+    from clusterbench.hardware.probe import probe_host
+
+    info = probe_host()
+    if ctx.is_cuda:
+        ctx.gpu = next((g for g in info.gpus if g.index == ctx.local_rank), None)
+    if ctx.local_rank == 0:
+        log.write("host", data=info.model_dump(mode="json"))
+
+
+def run_benchmarks(ctx: DistContext, *, spec: RunSpec, log: RankLog) -> None:
+    log.write("hello", host=ctx.host, local_rank=ctx.local_rank, device=ctx.device_label)
+    _probe(ctx, log)
+    gathered: list[dict[str, Any]] = []
+    progress = _progress_for(ctx)
+    with progress:
+        for name, cfg in spec.config.benchmarks.items():
+            bench = registry.get(name)
+            if not bench.supports(spec.device_type):
+                log.write("skip", benchmark=name, reason=f"no {spec.device_type} form")
+                continue
+            bar = progress.bar(name)
+            ctx.progress, ctx.benchmark = bar, name
+            _run_one(ctx, bench=bench, cfg=cfg, log=log, timeout_s=spec.config.timeout_s)
+            bar.finish()
+            if not spec.self_launched:
+                _gather_and_write(ctx, spec=spec, log=log, gathered=gathered)
+    ctx.barrier()
+    if not spec.self_launched and ctx.rank == 0:
+        _finish_joined(spec, gathered=gathered, world_size=ctx.world_size)
+
+
+def _run_one(
+    ctx: DistContext, *, bench: registry.BenchmarkSpec, cfg: Any, log: RankLog, timeout_s: float
+) -> None:
+    def on_timeout() -> None:
+        log.write(
+            "error",
+            benchmark=bench.name,
+            message=f"no result after {timeout_s:g} s (timeout)",
+            while_waiting=ctx.waiting,
+            timeout=True,
+        )
+
+    log.write("start", benchmark=bench.name)
+    ctx.wait_failed = False
+    with Deadline(timeout_s, on_timeout, grace_s=_grace(timeout_s), grace_if=lambda: ctx.waiting):
+        try:
+            ctx.barrier()
+            for m in bench.fn(ctx, cfg):
+                log.write("measurement", data=m.model_dump(mode="json"))
+            ctx.barrier()
+        except Exception as exc:
+            while_waiting = ctx.waiting or ctx.wait_failed
+            log.write(
+                "error",
+                benchmark=bench.name,
+                message=f"{type(exc).__name__}: {exc}".strip(),
+                while_waiting=while_waiting,
+                traceback=traceback.format_exc(),
+            )
+            raise BenchmarkFailed(while_waiting=while_waiting) from exc
+    log.write("end", benchmark=bench.name)
+
+
+def _grace(timeout_s: float) -> float:
+    """Extra time a rank that is only waiting gets, so the hung rank reports itself first."""
+    return min(10.0, 0.25 * timeout_s)
+
+
+def _progress_for(ctx: DistContext) -> Any:
+    from clusterbench.report.progress import RunProgress
+
+    return RunProgress() if ctx.rank == 0 else _NoBars()
+
+
+class _NoBars:
+    def __enter__(self) -> _NoBars:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def bar(self, name: str) -> _NoBar:
+        return _NoBar()
+
+
+class _NoBar:
+    def start(self, total: float) -> None:
+        pass
+
+    def advance(self, amount: float = 1.0) -> None:
+        pass
+
+    def finish(self, note: str = "") -> None:
+        pass
+
+
+def _gather_and_write(
+    ctx: DistContext, *, spec: RunSpec, log: RankLog, gathered: list[dict[str, Any]]
+) -> None:
+    """Rank 0 collects every rank's records so far and rewrites results.json."""
+    mine = read_rank_file(log.path)
+    everyone = ctx.gather_to_root(mine)
+    if ctx.rank != 0 or everyone is None:
+        return
+    for recs in everyone:
+        gathered.extend(recs)
+    gathered[:] = dedupe(gathered)
+    finalize(spec, records=gathered, failures=[], world_size=ctx.world_size, running=True)
+
+
+def _finish_joined(spec: RunSpec, *, gathered: list[dict[str, Any]], world_size: int) -> None:
+    records = dedupe([*gathered, *read_records(Path(spec.run_dir))])
+    finalize(spec, records=records, failures=[], world_size=world_size)
