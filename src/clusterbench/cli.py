@@ -32,6 +32,11 @@ def _split(values: list[str] | None) -> list[str]:
     return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
 
 
+def _console() -> Console:
+    # Logs and pipes get 80 columns by default, which wraps the tables; give them room.
+    return Console() if sys.stdout.isatty() else Console(width=120)
+
+
 def _usage_error(message: str) -> typer.Exit:
     typer.echo(f"clusterbench: error: {message}", err=True)
     return typer.Exit(EXIT_USAGE)
@@ -103,7 +108,7 @@ def run(
         raise _usage_error(str(exc)) from None
     results = outcome.results
     if results is not None:
-        console = Console()
+        console = _console()
         render_summary(results, console)
         console.print(f"results: {outcome.run_dir / 'results.json'}")
         if results.errors:
@@ -118,7 +123,7 @@ def list_benchmarks() -> None:
     from clusterbench.benchmarks.registry import all_benchmarks
     from clusterbench.report.listing import render_benchmark_list
 
-    render_benchmark_list(all_benchmarks(), Console())
+    render_benchmark_list(all_benchmarks(), _console())
 
 
 @app.command()
@@ -133,7 +138,7 @@ def info(
     if as_json:
         typer.echo(host.model_dump_json(indent=2))
         return
-    render_host_info(host, Console())
+    render_host_info(host, _console())
 
 
 @app.command()

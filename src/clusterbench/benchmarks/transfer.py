@@ -1,10 +1,9 @@
 """Host<->device and GPU<->GPU copy bandwidth, and the PCIe link as it runs under load.
 
-(a) Every rank at once copies between its GPU and a host buffer, pinned and pageable, with the
-buffer on the GPU's own NUMA node and, where the host has several, on another one.  (b) While a
-long pinned copy runs, the PCIe link's current generation and width are read: an idle GPU trains
-its link down to save power, so only a reading under load says what the link can do.  (c) Local
-rank 0 times every ordered pair of the node's GPUs, one way and both ways at once.
+(a) All ranks at once copy between GPU and host, pinned and pageable, with the host buffer on the
+GPU's NUMA node and, where the host has several, on another.  (b) The PCIe link's generation and
+width are read during a long pinned copy: idle GPUs train their link down to save power.  (c)
+Local rank 0 times every ordered pair of the node's GPUs, one way and both ways at once.
 """
 
 from __future__ import annotations
@@ -20,8 +19,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
+import torch.distributed as dist
 
 from clusterbench.benchmarks.registry import register
+from clusterbench.hardware.probe import numa_node_cpus, read_pcie_link
+from clusterbench.hardware.specs import pcie_link_gbps
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.timing import rate_stats, time_op
 from clusterbench.schema import Measurement, ParamValue, Reference
@@ -37,8 +39,7 @@ _Buffers = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # host, device sourc
 
 DIRECTIONS = ("h2d", "d2h")
 MEMORY_KINDS = ("pinned", "pageable")
-_GIB = 2**30
-_MIB = 2**20
+_GIB, _MIB = 2**30, 2**20
 _LOAD_S = 0.25  # seconds of back-to-back pinned copies in flight while the link is read
 _LOAD_GBPS = 64.0  # upper bound of one PCIe Gen5 x16 direction (PCIe 5.0 spec), sizes the load
 _SETTLE_S = 0.05  # lets the link train up once the copies start (link retraining takes us-ms)
@@ -76,26 +77,19 @@ class TransferConfig:
         for name in ("pinned_size_bytes", "pageable_size_bytes", "p2p_size_bytes"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.warmup < 0:
-            raise ValueError(f"warmup must be >= 0, got {self.warmup}")
-        if self.repeats < 1:
-            raise ValueError(f"repeats must be >= 1, got {self.repeats}")
+        if self.warmup < 0 or self.repeats < 1:
+            raise ValueError(f"need warmup >= 0, repeats >= 1; got {self.warmup}, {self.repeats}")
 
     @classmethod
     def preset(cls, *, suite: str, device_type: str) -> Self:
         """Settings of ``suite`` (quick, standard, full) on ``device_type`` (cuda, cpu)."""
-        if suite not in ("quick", "standard", "full"):
-            raise ValueError(f"unknown suite {suite!r} (choose from quick, standard, full)")
-        if device_type not in ("cuda", "cpu"):
-            raise ValueError(f"unknown device type {device_type!r} (choose from cuda, cpu)")
+        if suite not in ("quick", "standard", "full") or device_type not in ("cuda", "cpu"):
+            raise ValueError(f"unknown suite {suite!r} or device type {device_type!r}")
         if suite == "quick":  # the benchmark has no CPU form; the same settings serve both
             return cls()
-        return cls(
-            pageable_size_bytes=_GIB,
-            p2p_size_bytes=(2 if suite == "standard" else 4) * _GIB,
-            warmup=5,
-            repeats=20 if suite == "standard" else 40,
-        )
+        p2p_size = {"standard": 2, "full": 4}[suite] * _GIB
+        repeats = {"standard": 20, "full": 40}[suite]
+        return cls(pageable_size_bytes=_GIB, p2p_size_bytes=p2p_size, warmup=5, repeats=repeats)
 
 
 def _check_names(what: str, values: list[str], known: tuple[str, ...]) -> None:
@@ -118,29 +112,40 @@ class _Placement:
 @register("transfer", level=1, scope="per_device", config=TransferConfig, devices=("cuda",))
 def transfer(ctx: DistContext, cfg: TransferConfig) -> Iterator[Measurement]:
     """Host<->device (pinned, pageable, NUMA local/remote) and GPU<->GPU copy bandwidth."""
-    placements = _placements(ctx)
-    # The number of steps (and of barriers) depends on the settings only, never on this host,
-    # so every rank of every node calls ctx.barrier() equally often.
+    # Steps and barriers depend on the settings only, never on this host, so every rank of every
+    # node calls ctx.barrier() equally often.
     slots = 2 if cfg.numa_remote else 1
     num_gpus = torch.cuda.device_count()
     run_p2p = cfg.p2p and ctx.local_rank == 0 and num_gpus > 1
     ctx.progress.start(slots * len(cfg.memory) + (num_gpus * (num_gpus - 1) if run_p2p else 0))
-    for slot in range(slots):
-        placement = placements[slot] if slot < len(placements) else None
-        for kind in cfg.memory:
-            read_link = cfg.read_link and slot == 0 and kind == "pinned"
-            yield from _host_step(ctx, cfg, kind=kind, placement=placement, read_link=read_link)
-            ctx.progress.advance()
+    placements = _placements(ctx)
+    for slot, kind in itertools.product(range(slots), cfg.memory):
+        place = placements[slot] if slot < len(placements) else None
+        read_link = cfg.read_link and slot == 0 and kind == "pinned"
+        yield from _host_step(ctx, cfg, kind=kind, placement=place, read_link=read_link)
+        ctx.progress.advance()
+    wait_group = _cpu_group(ctx) if cfg.p2p else None
     ctx.barrier()  # other local ranks stay idle while local rank 0 drives every GPU
     if run_p2p:
         yield from _p2p_matrix(ctx, cfg, num_gpus=num_gpus)
-    ctx.barrier()
+    if wait_group is None:
+        ctx.barrier()
+        return
+    # The others wait on the CPU: a rank waiting inside an NCCL barrier polls over NVLink and
+    # slowed GPU0->GPU1 copies from 396 to 374 GB/s on an H200 pair (measured 2026-11).
+    dist.barrier(group=wait_group)
+    dist.destroy_process_group(wait_group)
+
+
+def _cpu_group(ctx: DistContext) -> dist.ProcessGroup | None:
+    """A gloo group of all ranks to wait on without a GPU kernel (None if not needed)."""
+    if ctx.world_size == 1 or ctx.backend == "gloo" or not dist.is_initialized():
+        return None
+    return dist.new_group(backend="gloo")  # collective: every rank calls it here
 
 
 def _placements(ctx: DistContext) -> list[_Placement]:
     """The GPU's own NUMA node first, then another node with CPUs; or 'unknown'."""
-    from clusterbench.hardware.probe import numa_node_cpus
-
     node = ctx.gpu.numa_node if ctx.gpu is not None else None
     nodes = {n: tuple(cpus) for n, cpus in numa_node_cpus().items() if cpus}
     if node is None or node not in nodes:
@@ -177,8 +182,8 @@ def _host_step(
         params: _Params = dict(
             memory=kind, numa=placement.numa, numa_node=placement.node, size_bytes=size_bytes
         )
+        bufs = (host, dev_src, dev_dst)
         for direction in cfg.directions:
-            bufs = (host, dev_src, dev_dst)
             results.append(_time_host_copy(ctx, cfg, direction=direction, bufs=bufs, params=params))
         if read_link:
             results.extend(_link_under_load(ctx, host=host, dev=dev_dst))
@@ -203,11 +208,10 @@ def _enter_node(stack: contextlib.ExitStack, placement: _Placement) -> bool:
 
 @contextlib.contextmanager
 def _host_buffer(size_bytes: int, *, pinned: bool) -> Iterator[torch.Tensor]:
-    """A host buffer whose pages sit on this thread's NUMA node; page-locked if ``pinned``.
+    """A host buffer with its pages on this thread's NUMA node; page-locked if ``pinned``.
 
-    Pages are placed where they are first touched, so this thread writes them all itself (one
-    intra-op thread: torch's pool threads run on other CPUs).  Pinning registers those pages with
-    CUDA rather than taking them from torch's pinned cache, which may hold pages of any node.
+    Pages land where first touched, so this thread alone writes them (torch's pool threads run
+    elsewhere); pinning registers them rather than taking torch's cached pinned pages (any node).
     """
     buf = torch.empty(size_bytes, dtype=torch.uint8)
     num_threads = torch.get_num_threads()
@@ -258,8 +262,6 @@ def _time_host_copy(
 
 
 def _link_reference(ctx: DistContext) -> Reference | None:
-    from clusterbench.hardware.specs import pcie_link_gbps
-
     gpu = ctx.gpu
     if gpu is None:
         return None
@@ -275,8 +277,6 @@ def _link_under_load(
     ctx: DistContext, *, host: torch.Tensor, dev: torch.Tensor
 ) -> list[Measurement]:
     """The PCIe link's generation and width read while pinned host->device copies run."""
-    from clusterbench.hardware.probe import read_pcie_link
-
     if ctx.gpu is None:
         log.info("transfer: no GPU inventory (NVML index unknown): PCIe link not read")
         return []
