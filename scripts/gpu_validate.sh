@@ -44,6 +44,11 @@ rc=$?
 end=$(date +%s.%N)
 cp "$RUN_DIR/results.json" "$OUT/results-$SUITE.json" 2>/dev/null
 cp "$RUN_DIR/summary.md" "$OUT/summary-$SUITE.md" 2>/dev/null
-tail -n 60 "$OUT/run-$SUITE.log"
+tail -n 70 "$OUT/run-$SUITE.log"
+
+# Failure handling over NCCL: rank 1 raises; the run must end with exit 3 naming it.
+python3 -m clusterbench run --only memory,selftest --set selftest.fail_rank=1 --timeout 60 \
+  --set memory.ops=copy --out "/tmp/cb-fail-$$" >"$OUT/run-fail.log" 2>&1
+echo "planted failure (rank 1 raises): exit $? -- $(grep 'run failed' "$OUT/run-fail.log")"
 echo "clusterbench run --suite $SUITE $*: exit $rc, wall $(python3 -c "print(f'{$end-$start:.1f}')") s"
 python3 scripts/validate_table.py "$RUN_DIR/results.json" | tee "$OUT/table.txt"

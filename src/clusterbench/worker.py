@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from clusterbench.assemble import dedupe
 from clusterbench.benchmarks import registry
@@ -123,6 +124,8 @@ def run_benchmarks(ctx: DistContext, *, spec: RunSpec, log: RankLog) -> None:
     ctx.barrier()
     if not spec.self_launched and ctx.rank == 0:
         _finish_joined(spec, gathered=gathered, world_size=ctx.world_size)
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def _run_one(

@@ -184,3 +184,21 @@ def test_deadline_grace_lets_the_waiter_finish(tmp_path: Path) -> None:
         [sys.executable, "-c", code], timeout=20, check=False, capture_output=True, text=True
     )
     assert proc.returncode == 0 and "finished" in proc.stdout
+
+
+def test_time_op_counts_warmup_and_repeats() -> None:
+    import time
+
+    import torch
+
+    from clusterbench.runtime.timing import time_op
+
+    calls: list[float] = []
+    samples = time_op(lambda: calls.append(1.0), device=torch.device("cpu"), warmup=3, repeats=4)
+    assert len(samples) == 4 and len(calls) == 7
+    calls.clear()
+    t0 = time.perf_counter()
+    time_op(lambda: calls.append(1.0), device=torch.device("cpu"), warmup=1, repeats=2,
+            warmup_min_s=0.2)  # fmt: skip
+    assert time.perf_counter() - t0 >= 0.2
+    assert len(calls) > 3  # warm-up went on past its count until the time had passed

@@ -105,6 +105,8 @@ class GemmConfig:
     """Shapes for particular dtypes, replacing ``shapes`` for them (e.g. fewer for slow fp32)."""
     warmup: int = 5
     """Untimed products before each shape's timed repeats."""
+    warmup_min_s: float = 0.0
+    """Keep warming up each shape at least this long (GPU clocks ramp up from idle)."""
     repeats: int = 20
     """Timed products per shape; the median is reported."""
     fp8_fast_accum: bool = True
@@ -125,6 +127,8 @@ class GemmConfig:
             raise ValueError(f"warmup must be >= 0, got {self.warmup}")
         if self.repeats < 1:
             raise ValueError(f"repeats must be >= 1, got {self.repeats}")
+        if self.warmup_min_s < 0:
+            raise ValueError(f"warmup_min_s must be >= 0, got {self.warmup_min_s}")
 
     def shapes_for(self, dtype: str) -> list[tuple[int, int, int]]:
         return [parse_shape(s) for s in self.shapes_by_dtype.get(dtype, self.shapes)]
@@ -146,6 +150,7 @@ class GemmConfig:
                     "fp32": _cubes(8192),
                 },
                 warmup=10,
+                warmup_min_s=0.25,
                 repeats=25,
             )
         shapes = _GPU_STANDARD if suite == "standard" else _GPU_FULL
@@ -154,6 +159,7 @@ class GemmConfig:
             shapes=shapes,
             shapes_by_dtype={"fp32": _cubes(4096, 8192)},
             warmup=10,
+            warmup_min_s=0.25,
             repeats=30 if suite == "standard" else 50,
         )
 
@@ -218,7 +224,12 @@ def _time_shape(
 ) -> Measurement:
     m, n, k = shape
     samples = time_op(
-        op, device=ctx.device, warmup=cfg.warmup, repeats=cfg.repeats, before_each=flush
+        op,
+        device=ctx.device,
+        warmup=cfg.warmup,
+        repeats=cfg.repeats,
+        before_each=flush,
+        warmup_min_s=cfg.warmup_min_s,
     )
     # TFLOP/s = 2*M*N*K / t / 1e12 (a multiply and an add per term of each dot product)
     stats = rate_stats(samples, work=2.0 * m * n * k, scale=1e12)

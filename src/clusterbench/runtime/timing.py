@@ -46,17 +46,25 @@ def time_op(
     warmup: int,
     repeats: int,
     before_each: Callable[[], None] | None = None,
+    warmup_min_s: float = 0.0,
 ) -> list[float]:
     """Seconds taken by each of ``repeats`` calls of ``fn`` after ``warmup`` untimed calls.
 
     ``before_each`` (e.g. an L2 flush) runs before every timed call, outside the timed region.
+    ``warmup_min_s`` keeps warming up until that much time has passed: a GPU coming from idle
+    needs a fraction of a second to raise its clocks, longer than a few short kernels take.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
-    for _ in range(warmup):
+    t0 = time.perf_counter()
+    done = 0
+    while done < warmup or (warmup_min_s > 0 and time.perf_counter() - t0 < warmup_min_s):
         if before_each is not None:
             before_each()
         fn()
+        done += 1
+        if done >= warmup and warmup_min_s > 0:
+            synchronize(device)  # the host clock must see the device's work
     synchronize(device)
     if device.type == "cuda":
         return _time_cuda(fn, device=device, repeats=repeats, before_each=before_each)
