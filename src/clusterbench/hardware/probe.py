@@ -224,7 +224,7 @@ def _package_version() -> str:
     try:
         return importlib.metadata.version("clusterbench")
     except importlib.metadata.PackageNotFoundError:
-        return "0+unknown"
+        return "0.1.0+src"
 
 
 def _nccl_version(torch: Any) -> str | None:
