@@ -62,7 +62,7 @@ def test_only_and_skip() -> None:
         ({"sets": ["gemm.dtypse=bf16"]}, "gemm.dtypse: unknown key (did you mean 'dtypes'?)"),
         ({"sets": ["gemm.repeats=many"]}, "gemm.repeats"),
         ({"sets": ["gemm.repeats=0"]}, "gemm.repeats"),
-        ({"sets": ["memory.sizes_bytes=-5"]}, "memory."),
+        ({"sets": ["memory.size_bytes=-5"]}, "size_bytes must be a positive"),
         ({"sets": ["thresholds.gemm_min_efficiency=-1"]}, "gemm_min_efficiency must be positive"),
         ({"sets": ["gemm"]}, "expected SECTION.KEY=VALUE"),
         ({"sets": ["nosuch.x=1"]}, "unknown benchmark 'nosuch'"),
