@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from clusterbench.runtime.launch import WorkerFailure
-from clusterbench.schema import ErrorRecord, HostInfo, Measurement, Results, RunInfo, ToolInfo
+from clusterbench.schema import (
+    ErrorRecord,
+    HostInfo,
+    Measurement,
+    NcclRankInfo,
+    Results,
+    RunInfo,
+    ToolInfo,
+)
 
 __all__ = ["RunMeta", "assemble_results", "dedupe"]
 
@@ -82,6 +90,7 @@ def assemble_results(
             Measurement.model_validate(r["data"]) for r in records if r["kind"] == "measurement"
         ],
         errors=errors,
+        nccl=[NcclRankInfo.model_validate(r["data"]) for r in records if r["kind"] == "nccl"],
     )
 
 

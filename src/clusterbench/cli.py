@@ -81,6 +81,14 @@ def run(
         typer.Option(help="Workers on this node (default: one per GPU, or 2 on CPU)."),
     ] = None,
     device: Annotated[str, typer.Option(help="auto (GPUs when present), cuda or cpu.")] = "auto",
+    nccl_debug: Annotated[
+        bool,
+        typer.Option(
+            "--nccl-debug",
+            help="Run NCCL with NCCL_DEBUG=INFO, keep each rank's log "
+            "in the run folder and record the transport, algorithm and protocol it chose.",
+        ),
+    ] = False,
     timeout: Annotated[
         float | None,
         typer.Option(
@@ -103,6 +111,7 @@ def run(
             nproc=nproc,
             device=device,
             timeout_s=timeout,
+            nccl_debug=nccl_debug,
         )
     except ConfigError as exc:
         raise _usage_error(str(exc)) from None

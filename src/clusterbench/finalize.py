@@ -33,6 +33,8 @@ class RunSpec:
     started: str
     command: str
     self_launched: bool
+    nccl_debug: bool = False
+    """Log NCCL at INFO on every rank, keep the logs and record transport/algorithm/protocol."""
 
 
 def now_utc() -> str:

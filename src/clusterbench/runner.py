@@ -57,6 +57,7 @@ def run(
     nproc: int | None = None,
     device: str = "auto",
     timeout_s: float | None = None,
+    nccl_debug: bool = False,
 ) -> RunOutcome:
     """Run a suite and return its results (the library form of ``clusterbench run``).
 
@@ -83,6 +84,7 @@ def run(
             out=out,
             started=started,
             command=command,
+            nccl_debug=nccl_debug,
         )
     num_workers = _num_workers(nproc, device_type)
     run_dir = prepare_run_dir(out)
@@ -94,6 +96,7 @@ def run(
         started=started,
         command=command,
         self_launched=True,
+        nccl_debug=nccl_debug,
     )
     return _launch(spec, num_workers=num_workers)
 
@@ -178,6 +181,7 @@ def _join(
     out: Path | None,
     started: str,
     command: str,
+    nccl_debug: bool,
 ) -> RunOutcome:
     export_dist_env(launcher)
     spec = RunSpec(
@@ -188,6 +192,7 @@ def _join(
         started=started,
         command=command,
         self_launched=False,
+        nccl_debug=nccl_debug,
     )
     ctx = make_context(spec)
     run_dir: Path | None = None

@@ -187,6 +187,21 @@ class RunInfo(_Model):
     )
 
 
+class NcclRankInfo(_Model):
+    """What NCCL's INFO log said on one rank (``--nccl-debug``)."""
+
+    rank: int
+    host: str
+    transports: dict[str, int] = Field(
+        default_factory=dict, description="transport (P2P, SHM, NET/IB, NET/Socket) -> channels"
+    )
+    networks: list[str] = Field(default_factory=list, description="network plugin NCCL used")
+    algorithms: dict[str, list[str]] = Field(
+        default_factory=dict, description="collective -> ALGO/PROTO pairs NCCL chose"
+    )
+    log: str = Field(description="the rank's NCCL log, relative to the run folder")
+
+
 class Results(_Model):
     schema_version: Literal[1] = SCHEMA_VERSION
     tool: ToolInfo
@@ -195,6 +210,7 @@ class Results(_Model):
     measurements: list[Measurement] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
     errors: list[ErrorRecord] = Field(default_factory=list)
+    nccl: list[NcclRankInfo] = Field(default_factory=list)
 
 
 def load_results(path: str | Path) -> Results:

@@ -7,6 +7,7 @@ also gathers every rank's records after each benchmark and rewrites results.json
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
 import time
@@ -21,6 +22,7 @@ from clusterbench.assemble import dedupe
 from clusterbench.benchmarks import registry
 from clusterbench.finalize import EXIT_RUN_ERROR, RunSpec, finalize
 from clusterbench.runtime.dist import DistContext, init_distributed
+from clusterbench.runtime.nccl_debug import debug_env, debug_log_path, parse_nccl_log
 from clusterbench.runtime.records import RankLog, read_rank_file, read_records
 from clusterbench.runtime.watchdog import Deadline
 
@@ -64,6 +66,8 @@ def hard_exit(code: int) -> None:
 
 def make_context(spec: RunSpec) -> DistContext:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if spec.nccl_debug and spec.device_type == "cuda":
+        os.environ.update(debug_env(rank))  # read by NCCL when the communicator starts
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
     if spec.device_type == "cuda":
@@ -126,6 +130,20 @@ def run_benchmarks(ctx: DistContext, *, spec: RunSpec, log: RankLog) -> None:
         _finish_joined(spec, gathered=gathered, world_size=ctx.world_size)
     if dist.is_initialized():
         dist.destroy_process_group()
+    if spec.nccl_debug and spec.device_type == "cuda":
+        _keep_nccl_log(ctx, run_dir=Path(spec.run_dir), log=log)
+
+
+def _keep_nccl_log(ctx: DistContext, *, run_dir: Path, log: RankLog) -> None:
+    source = debug_log_path(ctx.rank)
+    if not source.exists():
+        return
+    target = run_dir / "nccl" / f"rank-{ctx.rank:05d}.log"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(source), target)
+    info = parse_nccl_log(target.read_text(encoding="utf-8", errors="replace"))
+    rel = str(target.relative_to(run_dir))
+    log.write("nccl", data={"rank": ctx.rank, "host": ctx.host, "log": rel, **info})
 
 
 def _run_one(
