@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from clusterbench.analysis.nccl import nccl_findings
 from clusterbench.analysis.outliers import peer_outliers, robust_zscores
 from clusterbench.analysis.verdicts import level1_findings
 from clusterbench.schema import Finding, Results
@@ -25,6 +26,7 @@ def analyze(results: Results, thresholds: Thresholds) -> list[Finding]:
     """All findings for a run, fail first, then warn, then info (stable within a severity)."""
     findings = [
         *level1_findings(results, thresholds),
+        *nccl_findings(results),
         *peer_outliers(
             results.measurements,
             mads=thresholds.outlier_mads,
