@@ -183,7 +183,10 @@ def _join(
     command: str,
     nccl_debug: bool,
 ) -> RunOutcome:
-    export_dist_env(launcher)
+    try:
+        export_dist_env(launcher)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     spec = RunSpec(
         run_id="",
         run_dir="",
