@@ -151,6 +151,73 @@ def info(
 
 
 @app.command()
+def launch(
+    run_args: Annotated[
+        list[str] | None,
+        typer.Argument(help="After --: further 'clusterbench run' arguments.", show_default=False),
+    ] = None,
+    torchrun: Annotated[bool, typer.Option("--torchrun", help="torchrun command.")] = False,
+    slurm: Annotated[bool, typer.Option("--slurm", help="sbatch script.")] = False,
+    mpi: Annotated[bool, typer.Option("--mpi", help="Open MPI mpirun command.")] = False,
+    k8s: Annotated[bool, typer.Option("--k8s", help="Kubeflow PyTorchJob manifest.")] = False,
+    nodes: Annotated[int | None, typer.Option(help="Number of nodes.")] = None,
+    gpus_per_node: Annotated[int | None, typer.Option(help="GPUs (ranks) per node.")] = None,
+    suite: Annotated[str, typer.Option(help="Suite to run.")] = "quick",
+    master_addr: Annotated[
+        str | None, typer.Option(help="First node's address (default: found at run time).")
+    ] = None,
+    port: Annotated[int, typer.Option(help="Rendezvous port.")] = 29500,
+    image: Annotated[str | None, typer.Option(help="Container image (k8s).")] = None,
+    name: Annotated[str, typer.Option(help="Job name / rendezvous id.")] = "clusterbench",
+    env: Annotated[
+        list[str] | None, typer.Option(help="KEY=VALUE for every rank, repeatable.")
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="k8s output: yaml or json.")] = "yaml",
+    out: Annotated[Path | None, typer.Option(help="Write to this file instead of stdout.")] = None,
+) -> None:
+    """Print the command or script that runs clusterbench on many nodes."""
+    from clusterbench.config import SUITES
+    from clusterbench.launchers import (
+        DEFAULT_IMAGE,
+        LaunchSpec,
+        parse_env,
+        pick_launcher,
+        render,
+    )
+
+    try:
+        launcher = pick_launcher(torchrun=torchrun, slurm=slurm, mpi=mpi, k8s=k8s)
+        if nodes is None or gpus_per_node is None:
+            raise ValueError("--nodes and --gpus-per-node are required")
+        if suite not in SUITES:
+            raise ValueError(f"unknown suite {suite!r} (choose from {', '.join(SUITES)})")
+        if fmt not in ("yaml", "json"):
+            raise ValueError(f"--format must be yaml or json, got {fmt!r}")
+        spec = LaunchSpec(
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            suite=suite,
+            master_addr=master_addr,
+            port=port,
+            name=name,
+            env=parse_env(env or []),
+            run_args=tuple(run_args or []),
+            image=image or DEFAULT_IMAGE,
+        )
+        text = render(launcher, spec, fmt="json" if fmt == "json" else "yaml")
+    except ValueError as exc:
+        raise _usage_error(str(exc)) from None
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise _usage_error(f"cannot write {out}: {exc.strerror}") from None
+    typer.echo(f"wrote {out}", err=True)
+
+
+@app.command()
 def schema() -> None:
     """Print the JSON Schema of results.json."""
     from clusterbench.schema import results_json_schema

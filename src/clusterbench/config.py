@@ -59,6 +59,15 @@ class Thresholds:
     """GPU<->GPU copy below this fraction of the NVLink spec -> warn (seed: links >= 80%)."""
     remote_numa_max_loss: float = 0.20
     """Host<->device from another NUMA node more than this fraction slower -> info."""
+    busbw_min_efficiency: float = 0.80
+    """Collective busbw at the largest size below this fraction of the link's one-way peak
+    (NVLink per SKU within a node; the node's NICs across nodes) -> warn."""
+    network_min_efficiency: float = 0.80
+    """Node-to-node TCP/RDMA below this fraction of the slower link rate -> warn (seed: <80%)."""
+    min_internode_gbps_large_model: float = 400.0
+    """Per-node inter-node Gb/s needed for models above 7B parameters (seed: 400, prefer 800)."""
+    model_params_b: float | None = None
+    """Model size in billions of parameters; enables the large-model network check."""
     outlier_mads: float = 3.0
     """A device this many scaled MADs below its peers is an outlier -> fail."""
     outlier_min_rel: float = 0.05
@@ -67,7 +76,7 @@ class Thresholds:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if value <= 0:
+            if value is not None and value <= 0:
                 raise ValueError(f"{f.name} must be positive, got {value}")
 
 
@@ -105,21 +114,22 @@ def _benchmark_preset(spec: registry.BenchmarkSpec, suite: str, device_type: str
 
 
 LEVEL1 = ("gemm", "memory", "transfer")
+LEVEL2 = ("collectives", "network")
 
 
 def quick(device_type: str) -> dict[str, Any]:
-    """Level 1 at small sizes: a few minutes a node."""
-    return _preset(LEVEL1, "quick", device_type)
+    """Level 1 and a short collective sweep at small sizes: a few minutes a node."""
+    return _preset((*LEVEL1, "collectives"), "quick", device_type)
 
 
 def standard(device_type: str) -> dict[str, Any]:
     """Every level at moderate sizes."""
-    return _preset(LEVEL1, "standard", device_type)
+    return _preset((*LEVEL1, *LEVEL2), "standard", device_type)
 
 
 def full(device_type: str) -> dict[str, Any]:
     """Long sweeps at the largest sizes."""
-    return _preset(LEVEL1, "full", device_type)
+    return _preset((*LEVEL1, *LEVEL2), "full", device_type)
 
 
 SUITES: dict[str, Callable[[str], dict[str, Any]]] = {

@@ -51,7 +51,8 @@ def test_quick_suite_on_two_cpu_workers(tmp_path: Path) -> None:
     for m in results.measurements:
         by_bench.setdefault(m.benchmark, set()).add(m.rank)
         assert m.host == HOST and m.unit
-    assert by_bench == {"gemm": {0, 1}, "memory": {0, 1}}
+    # collectives are recorded once per group, by the group's rank 0
+    assert by_bench == {"gemm": {0, 1}, "memory": {0, 1}, "collectives": {0}}
     best = [m for m in results.measurements if m.metric == "tflops_best"]
     assert best and all(m.value > 0 and m.params["dtype"] for m in best)
     assert (out / "summary.md").read_text().startswith("#")

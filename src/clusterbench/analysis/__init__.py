@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from clusterbench.analysis.collectives import collective_findings
 from clusterbench.analysis.nccl import nccl_findings
+from clusterbench.analysis.network import network_findings
 from clusterbench.analysis.outliers import peer_outliers, robust_zscores
 from clusterbench.analysis.verdicts import level1_findings
 from clusterbench.schema import Finding, Results
@@ -26,7 +28,9 @@ def analyze(results: Results, thresholds: Thresholds) -> list[Finding]:
     """All findings for a run, fail first, then warn, then info (stable within a severity)."""
     findings = [
         *level1_findings(results, thresholds),
+        *network_findings(results, thresholds),
         *nccl_findings(results),
+        *collective_findings(results, thresholds),
         *peer_outliers(
             results.measurements,
             mads=thresholds.outlier_mads,

@@ -22,6 +22,8 @@ _BUILTIN_MODULES = (
     "clusterbench.benchmarks.memory",
     "clusterbench.benchmarks.transfer",
     "clusterbench.benchmarks.selftest",
+    "clusterbench.benchmarks.network",
+    "clusterbench.benchmarks.collectives",
 )
 
 

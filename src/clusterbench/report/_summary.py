@@ -17,6 +17,7 @@ from clusterbench.schema import Finding, Measurement, ParamValue, Results
 __all__ = [
     "ROW_HEADER",
     "Extreme",
+    "Grid",
     "Matrix",
     "Row",
     "Section",
@@ -72,11 +73,21 @@ class Matrix:
     reference: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Grid:
+    """A table of ready-made cells, e.g. collective busbw with sizes as rows and ops as columns."""
+
+    title: str
+    header: tuple[str, ...]
+    rows: list[tuple[str, ...]]
+
+
 @dataclass(slots=True)
 class Section:
     benchmark: str
     rows: list[Row] = field(default_factory=list)
     matrices: list[Matrix] = field(default_factory=list)
+    grids: list[Grid] = field(default_factory=list)
 
 
 def header_line(results: Results) -> str:
@@ -333,8 +344,16 @@ def _generic_section(ms: list[Measurement], multi_host: bool) -> Section:
     return Section(ms[0].benchmark, rows=_rows(ms, label=_generic_label, multi_host=multi_host))
 
 
+def _collectives_section(ms: list[Measurement], multi_host: bool) -> Section:
+    from clusterbench.report._collectives import collective_grids, collective_label
+
+    rows = _rows(ms, label=collective_label, multi_host=multi_host)
+    return Section("collectives", rows=rows, grids=collective_grids(ms))
+
+
 _BUILDERS: dict[str, Callable[[list[Measurement], bool], Section]] = {
     "gemm": _gemm_section,
     "memory": _memory_section,
     "transfer": _transfer_section,
+    "collectives": _collectives_section,
 }

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from clusterbench.report._summary import (
     ROW_HEADER,
+    Grid,
     Matrix,
     Section,
     header_line,
@@ -44,6 +45,8 @@ def _print_section(section: Section, console: Console) -> None:
         console.print(_rows_table(section))
     for matrix in section.matrices:
         _print_matrix(matrix, console)
+    for grid in section.grids:
+        _print_grid(grid, console)
 
 
 def _rows_table(section: Section) -> Table:
@@ -79,6 +82,16 @@ def _print_matrix(matrix: Matrix, console: Console) -> None:
     console.print(table)
     if matrix.no_peer_access:
         console.print("* no peer access: copies go through host memory")
+
+
+def _print_grid(grid: Grid, console: Console) -> None:
+    console.print(Text(grid.title, style="italic"))
+    table = Table(header_style="bold", box=box.SIMPLE_HEAD)
+    for i, name in enumerate(grid.header):
+        table.add_column(name, justify="left" if i == 0 else "right")
+    for row in grid.rows:
+        table.add_row(*(Text(c) for c in row))
+    console.print(table)
 
 
 def _print_findings(results: Results, console: Console) -> None:

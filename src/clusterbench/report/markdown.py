@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from clusterbench.report._summary import (
     ROW_HEADER,
+    Grid,
     Matrix,
     Section,
     header_line,
@@ -54,6 +55,7 @@ def _section(section: Section) -> str:
     if section.rows:
         parts.append(_table(ROW_HEADER, [row_cells(r) for r in section.rows]))
     parts.extend(_matrix(m) for m in section.matrices)
+    parts.extend(_grid(g) for g in section.grids)
     return "\n\n".join(parts)
 
 
@@ -65,6 +67,10 @@ def _matrix(matrix: Matrix) -> str:
     if matrix.no_peer_access:
         text += "\n\n\\* no peer access: copies go through host memory"
     return text
+
+
+def _grid(grid: Grid) -> str:
+    return f"**{_cell(grid.title)}**\n\n" + _table(grid.header, grid.rows)
 
 
 def _findings(results: Results) -> str:

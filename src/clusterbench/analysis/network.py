@@ -1,0 +1,242 @@
+"""Level-2 verdicts on the host network: NIC states, TCP and RDMA bandwidth against the link
+rate, and whether a node's inter-node bandwidth suits the model size.
+
+Pure functions: a :class:`~clusterbench.schema.Results` in, a list of findings out.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from clusterbench.analysis._common import best_by, ref_value, scope_label, select
+from clusterbench.schema import Finding, Measurement, Results
+
+__all__ = [
+    "LARGE_MODEL_PARAMS_B",
+    "MIN_INTERNODE_GBPS_LARGE_MODEL",
+    "NETWORK_MIN_EFFICIENCY",
+    "internode_capacity_findings",
+    "network_findings",
+    "nic_state_findings",
+    "rdma_bandwidth_findings",
+    "tcp_throughput_findings",
+]
+
+NETWORK_MIN_EFFICIENCY = 0.80
+"""Measured below this fraction of the link rate -> warn (seed: "less than 80% of theoretical,
+start debugging")."""
+LARGE_MODEL_PARAMS_B = 7.0
+"""Models above this many billion parameters need a fast inter-node network (seed)."""
+MIN_INTERNODE_GBPS_LARGE_MODEL = 400.0
+"""Inter-node bandwidth per node those models need, Gb/s (seed: 400, preferably 800)."""
+_RDMA_KINDS = ("infiniband", "roce", "efa")
+
+_NIC_FIX = (
+    "Check the cable and the switch port; RDMA: `ibv_devinfo -d DEVICE` (state PORT_ACTIVE, "
+    "phys_state LINK_UP), and for InfiniBand a running subnet manager (`sminfo`); Ethernet: "
+    "`ip link show IFACE`, `ethtool IFACE`."
+)
+_TCP_FIX = (
+    "Look for congestion, buffer sizes, MTU or flow control: the same MTU end to end "
+    "(`ip link show`, jumbo frames 9000 on the switch too), larger socket buffers (`sysctl -w "
+    "net.core.rmem_max=... net.core.wmem_max=...`, `net.ipv4.tcp_rmem/tcp_wmem`), drops and "
+    "pause frames in `ethtool -S IFACE`; retry with more streams (`--set network.streams=8`)."
+)
+_RDMA_FIX = (
+    "Check `ibv_devinfo` (link width and speed), PCIe of the HCA (`lspci -vv`: LnkSta equal "
+    "to LnkCap), RoCE PFC/ECN on the switches, and that both ends use the NIC near the GPU."
+)
+_CAPACITY_FIX = (
+    "Give each node at least 400 Gb/s (preferably 800) to the other nodes: InfiniBand NDR, "
+    "RoCE v2 or EFA, ideally one NIC per GPU, and check that NCCL uses them (`NCCL_DEBUG=INFO` "
+    "shows NET/IB); on slower links use gradient compression or pipeline parallelism."
+)
+
+
+def network_findings(results: Results, thresholds: Any) -> list[Finding]:
+    """Every network verdict; thresholds missing from ``thresholds`` take the seed's values."""
+    min_efficiency = getattr(thresholds, "network_min_efficiency", NETWORK_MIN_EFFICIENCY)
+    return [
+        *nic_state_findings(results),
+        *tcp_throughput_findings(results, min_efficiency=min_efficiency),
+        *rdma_bandwidth_findings(results, min_efficiency=min_efficiency),
+        *internode_capacity_findings(
+            results,
+            model_params_b=getattr(thresholds, "model_params_b", 0.0) or 0.0,
+            min_gbps=getattr(
+                thresholds, "min_internode_gbps_large_model", MIN_INTERNODE_GBPS_LARGE_MODEL
+            ),
+        ),
+    ]
+
+
+def _nics(results: Results) -> dict[tuple[str, str], Measurement]:
+    """The latest nic_rate reading per (host, nic)."""
+    return {
+        (m.host, str(m.params.get("nic"))): m
+        for m in select(results, benchmark="network", metric="nic_rate")
+    }
+
+
+def _is_up(m: Measurement) -> bool:
+    return str(m.params.get("state") or "").upper() in ("ACTIVE", "UP")
+
+
+def _is_rdma(m: Measurement) -> bool:
+    return m.params.get("kind") in _RDMA_KINDS
+
+
+def nic_state_findings(results: Results) -> list[Finding]:
+    """An RDMA port not ACTIVE -> warn; an Ethernet port down -> info (often just unused)."""
+    out = []
+    for (host, nic), m in _nics(results).items():
+        if _is_up(m):
+            continue
+        rdma = _is_rdma(m)
+        state = m.params.get("state")
+        what, want = ("RDMA port", "ACTIVE") if rdma else ("Network interface", "up")
+        note = "" if rdma else " (fine if it is not cabled on purpose)"
+        out.append(
+            Finding(
+                id="network.nic_down",
+                severity="warn" if rdma else "info",
+                scope=scope_label(host, nic),
+                message=f"{what} {nic} is {state or 'in an unknown state'}, not {want}{note}.",
+                evidence={"nic": nic, "kind": m.params.get("kind"), "state": state},
+                fix=_NIC_FIX,
+            )
+        )
+    return out
+
+
+def tcp_throughput_findings(results: Results, *, min_efficiency: float) -> list[Finding]:
+    """Best TCP throughput of a node pair below ``min_efficiency`` x the slower link -> warn."""
+    pairs = [
+        m
+        for m in select(results, benchmark="network", metric="tcp_throughput")
+        if not m.params.get("loopback")
+    ]
+    out = []
+    best = best_by(pairs, lambda m: (m.params.get("src_host"), m.params.get("dst_host")))
+    for (src, dst), m in best.items():
+        rate = ref_value(m, "link_rate")
+        if rate is None or m.value >= min_efficiency * rate:
+            continue
+        # the built-in socket test is bound by one Python process's CPU long before 100 Gb/s
+        by_socket = m.params.get("tool") == "socket"
+        out.append(
+            Finding(
+                id="network.low_tcp_throughput",
+                severity="info" if by_socket else "warn",
+                scope=scope_label(str(src), f"to:{dst}"),
+                message=(
+                    f"TCP {src}->{dst} reaches {m.value:.1f} Gb/s with {m.params.get('streams')} "
+                    f"streams, {m.value / rate:.0%} of the {rate:g} Gb/s link "
+                    f"(threshold {min_efficiency:.0%})."
+                    + (
+                        " Measured by the built-in socket test, which may be CPU-bound."
+                        if by_socket
+                        else ""
+                    )
+                ),
+                evidence=_efficiency_evidence(m, rate=rate, threshold=min_efficiency),
+                fix=("Install iperf3 on every node and rerun. " if by_socket else "") + _TCP_FIX,
+            )
+        )
+    return out
+
+
+def _efficiency_evidence(m: Measurement, *, rate: float, threshold: float) -> dict[str, Any]:
+    return {
+        "src_host": m.params.get("src_host"),
+        "dst_host": m.params.get("dst_host"),
+        "measured_gbps": round(m.value, 3),
+        "link_rate_gbps": rate,
+        "efficiency": round(m.value / rate, 4),
+        "threshold": threshold,
+        "tool": m.params.get("tool"),
+    }
+
+
+def rdma_bandwidth_findings(results: Results, *, min_efficiency: float) -> list[Finding]:
+    """ib_write_bw below ``min_efficiency`` x the slower port's rate -> warn."""
+    rates: dict[tuple[str, str], float] = {}
+    for (host, nic), m in _nics(results).items():
+        device = nic.split("/")[0]  # "mlx5_0/1" -> "mlx5_0", as ib_write_bw -d names it
+        rates[(host, device)] = max(m.value, rates.get((host, device), 0.0))
+    out = []
+    for m in select(results, benchmark="network", metric="rdma_write_bw"):
+        ends = [
+            rates.get((str(m.params.get(h)), str(m.params.get(n))))
+            for h, n in (("src_host", "nic"), ("dst_host", "peer_nic"))
+        ]
+        known = [r for r in ends if r]
+        if len(known) < 2 or m.value >= min_efficiency * min(known):
+            continue
+        rate = min(known)
+        out.append(
+            Finding(
+                id="network.low_rdma_bandwidth",
+                severity="warn",
+                scope=scope_label(m.host, f"{m.params.get('nic')}-{m.params.get('dst_host')}"),
+                message=(
+                    f"RDMA write {m.params.get('src_host')}->{m.params.get('dst_host')} reaches "
+                    f"{m.value:.1f} Gb/s, {m.value / rate:.0%} of the {rate:g} Gb/s port rate "
+                    f"(threshold {min_efficiency:.0%})."
+                ),
+                evidence=_efficiency_evidence(m, rate=rate, threshold=min_efficiency),
+                fix=_RDMA_FIX,
+            )
+        )
+    return out
+
+
+def _capacity_per_host(results: Results) -> dict[str, tuple[float, str]]:
+    """Per host: the sum of ACTIVE RDMA port rates, else the fastest Ethernet link that is up."""
+    rdma: dict[str, float] = defaultdict(float)
+    ethernet: dict[str, float] = defaultdict(float)
+    for (host, _), m in _nics(results).items():
+        if _is_up(m) and _is_rdma(m):
+            rdma[host] += m.value
+        elif _is_up(m):
+            ethernet[host] = max(ethernet[host], m.value)
+    hosts = set(rdma) | set(ethernet)
+    return {
+        h: (rdma[h], "sum of ACTIVE RDMA ports")
+        if rdma.get(h)
+        else (ethernet[h], "fastest Ethernet link")
+        for h in hosts
+    }
+
+
+def internode_capacity_findings(
+    results: Results, *, model_params_b: float, min_gbps: float
+) -> list[Finding]:
+    """For a model above 7B parameters, a node below ``min_gbps`` to the others -> warn."""
+    if model_params_b <= LARGE_MODEL_PARAMS_B:
+        return []
+    out = []
+    for host, (gbps, basis) in sorted(_capacity_per_host(results).items()):
+        if gbps >= min_gbps:
+            continue
+        out.append(
+            Finding(
+                id="network.internode_too_slow",
+                severity="warn",
+                scope=scope_label(host),
+                message=(
+                    f"{host} has {gbps:g} Gb/s to other nodes ({basis}); a {model_params_b:g}B "
+                    f"model needs at least {min_gbps:g} Gb/s per node, or inter-node "
+                    "communication bounds training."
+                ),
+                evidence={
+                    "internode_gbps": gbps,
+                    "basis": basis,
+                    "model_params_b": model_params_b,
+                    "min_gbps": min_gbps,
+                },
+                fix=_CAPACITY_FIX,
+            )
+        )
+    return out

@@ -1,0 +1,340 @@
+"""Collective bandwidth and latency over process groups, as nccl-tests measures them (Level 2).
+
+For every group (world; per node, per rail and node pairs on multi-node runs), op and size the
+benchmark fills the inputs with predictable values, checks the output exactly (``num_wrong``, as
+nccl-tests' #wrong), warms up, then times the op in each mode:
+
+- ``back_to_back``: ``iters`` ops launched back to back after a barrier, one timing over all,
+  per-op time = total / iters (nccl-tests' default);
+- ``blocking``: synchronize after every op, time each (stats and p99 over iterations);
+- ``graph``: ``graph_iters`` ops captured in one CUDA graph, each replay timed (small-message
+  latency without launch overhead, nccl-tests -G); CUDA only, sizes <= ``graph_max_bytes``.
+
+Each rank's per-op times are gathered over the group and reduced: ``latency_us`` is the mean
+over ranks (nccl-tests averages over ranks by default), ``latency_max_us`` the slowest rank;
+algbw and busbw (formulas in :mod:`.collectives_ops`) come from the mean.  Stats are over the
+samples of the mode (1 for back-to-back, ``iters`` for blocking, ``graph_replays`` for graph) of
+the per-sample mean over ranks.  Only group rank 0 records, one result per group/op/size/mode.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import psutil
+import torch
+
+from clusterbench.benchmarks.collectives_groups import (
+    GROUP_KINDS,
+    GroupHandle,
+    build_groups,
+    destroy_groups,
+)
+from clusterbench.benchmarks.collectives_ops import (
+    DTYPES,
+    OPS,
+    CollectiveOp,
+    algbw_gbps,
+    bus_factor,
+    make_op,
+    size_sweep,
+    usable_sizes,
+)
+from clusterbench.benchmarks.collectives_timing import group_gather, time_mode
+from clusterbench.benchmarks.registry import register
+from clusterbench.runtime.dist import DistContext
+from clusterbench.runtime.timing import rate_stats
+from clusterbench.schema import Measurement, ParamValue, Reference, Stats
+
+if TYPE_CHECKING:
+    from typing import Self
+
+__all__ = ["MODES", "CollectivesConfig", "collectives"]
+
+log = logging.getLogger(__name__)
+
+MODES = ("back_to_back", "blocking", "graph")
+_DTYPE_ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+_MIB, _GIB = 2**20, 2**30
+_EMPTY_CACHE_BYTES = 64 * _MIB
+
+
+@dataclass(kw_only=True, slots=True)
+class CollectivesConfig:
+    """Settings of the ``collectives`` benchmark."""
+
+    ops: list[str] = field(default_factory=lambda: list(OPS))
+    """Collectives: all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv."""
+    groups: list[str] = field(default_factory=lambda: list(GROUP_KINDS))
+    """Groups: world, intra_node (one per node), inter_node (one per local rank across nodes),
+    node_pairs (every pair of nodes; largest size only).  Multi-node kinds are skipped on one
+    node, node pairs on two."""
+    modes: list[str] = field(default_factory=lambda: list(MODES))
+    """Timing modes: back_to_back, blocking, graph (CUDA only)."""
+    min_bytes: int = 8
+    """Smallest message (nccl-tests -b)."""
+    max_bytes: int = 512 * _MIB
+    """Largest message (nccl-tests -e); capped by free memory."""
+    factor: int = 2
+    """Size multiplier between steps (nccl-tests -f)."""
+    dtype: str = "fp32"
+    """Element type: fp32, bf16, fp16 (float32, bfloat16, float16 accepted)."""
+    warmup: int = 5
+    """Untimed ops per size (nccl-tests -w)."""
+    iters: int = 20
+    """Timed ops per size and mode (nccl-tests -n)."""
+    graph_iters: int = 20
+    """Ops captured in one CUDA graph."""
+    graph_replays: int = 10
+    """Timed replays of the graph."""
+    graph_max_bytes: int = 1 * _MIB
+    """Largest size timed in graph mode (it is for small-message latency)."""
+    memory_fraction: float = 0.7
+    """Share of the free memory (the least over ranks) the largest buffers may take."""
+
+    def __post_init__(self) -> None:
+        self.dtype = _DTYPE_ALIASES.get(self.dtype, self.dtype)
+        _check_choices("ops", self.ops, OPS)
+        _check_choices("groups", self.groups, GROUP_KINDS)
+        _check_choices("modes", self.modes, MODES)
+        if self.dtype not in DTYPES:
+            raise ValueError(f"unknown dtype {self.dtype!r} (choose from {', '.join(DTYPES)})")
+        if not 0 < self.min_bytes <= self.max_bytes:
+            raise ValueError(
+                f"need 0 < min_bytes <= max_bytes, got {self.min_bytes}, {self.max_bytes}"
+            )
+        if self.factor < 2:
+            raise ValueError(f"factor must be >= 2, got {self.factor}")
+        for name in ("iters", "graph_iters", "graph_replays"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be >= 0, got {self.warmup}")
+        if not 0 < self.memory_fraction <= 1:
+            raise ValueError(f"memory_fraction must be in (0, 1], got {self.memory_fraction}")
+
+    @classmethod
+    def preset(cls, *, suite: str, device_type: str) -> Self:
+        """Settings of ``suite`` (quick, standard, full) on ``device_type`` (cuda, cpu)."""
+        if suite not in ("quick", "standard", "full"):
+            raise ValueError(f"unknown suite {suite!r} (choose from quick, standard, full)")
+        if device_type not in ("cuda", "cpu"):
+            raise ValueError(f"unknown device type {device_type!r} (choose from cuda, cpu)")
+        if device_type == "cpu":
+            cpu_max = {"quick": 4 * _MIB, "standard": 16 * _MIB, "full": 64 * _MIB}[suite]
+            return cls(
+                modes=["back_to_back", "blocking"],
+                max_bytes=cpu_max,
+                factor=4 if suite == "quick" else 2,
+                warmup=2,
+                iters=10 if suite == "quick" else 20,
+            )
+        # 8 GiB: REFERENCE.md's measured 2x H200 busbw (342 GB/s all_reduce) is at 8 GiB.
+        gpu_max = {"quick": 512 * _MIB, "standard": 8 * _GIB, "full": 8 * _GIB}[suite]
+        return cls(
+            max_bytes=gpu_max,
+            factor=4 if suite == "standard" else 2,
+            iters=50 if suite == "full" else 20,
+        )
+
+
+def _check_choices(name: str, values: list[str], choices: tuple[str, ...]) -> None:
+    if not values:
+        raise ValueError(f"{name} must not be empty")
+    for v in values:
+        if v not in choices:
+            raise ValueError(f"unknown {name[:-1]} {v!r} (choose from {', '.join(choices)})")
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    h: GroupHandle
+    op: str
+    sizes: list[int]
+
+
+@register("collectives", level=2, scope="collective", config=CollectivesConfig)
+def collectives(ctx: DistContext, cfg: CollectivesConfig) -> Iterator[Measurement]:
+    """Collective busbw / algbw (GB/s) and latency per op, size and group (nccl-tests style)."""
+    handles = build_groups(ctx, cfg.groups)
+    steps = _plan(ctx, cfg, handles=handles)
+    ctx.progress.start(sum(len(_modes_for(ctx, cfg, s)) for st in steps for s in st.sizes) or 1)
+    for step in steps:
+        yield from _sweep(ctx, cfg, step)
+    ctx.barrier()  # every rank is done with every group before any is destroyed
+    destroy_groups(handles)
+
+
+def _plan(ctx: DistContext, cfg: CollectivesConfig, *, handles: list[GroupHandle]) -> list[_Step]:
+    budget = cfg.memory_fraction * _min_free_bytes(ctx)
+    element_bytes = torch.empty((), dtype=DTYPES[cfg.dtype]).element_size()
+    sweep = size_sweep(cfg.min_bytes, cfg.max_bytes, cfg.factor)
+    steps = []
+    for h in handles:
+        for op in cfg.ops:
+            sizes = usable_sizes(
+                op, sweep, n=h.size, element_bytes=element_bytes, budget_bytes=budget
+            )
+            if h.spec.kind == "node_pairs":
+                sizes = sizes[-1:]  # pairs are compared at the busbw plateau only
+            if not sizes:
+                log.warning("collectives: %s on %s: no size fits in memory", op, h.spec.name)
+            steps.append(_Step(h, op, sizes))
+    return steps
+
+
+def _min_free_bytes(ctx: DistContext) -> float:
+    """Free memory for one rank's buffers, the least over all ranks (every rank must agree)."""
+    if ctx.is_cuda:
+        free = float(torch.cuda.mem_get_info(ctx.device)[0])
+    else:
+        free = psutil.virtual_memory().available / max(1, ctx.local_world_size)
+    return float(min(ctx.all_gather(free)))
+
+
+def _modes_for(ctx: DistContext, cfg: CollectivesConfig, size_bytes: int) -> list[str]:
+    return [
+        m for m in cfg.modes if m != "graph" or (ctx.is_cuda and size_bytes <= cfg.graph_max_bytes)
+    ]
+
+
+def _sweep(ctx: DistContext, cfg: CollectivesConfig, step: _Step) -> Iterator[Measurement]:
+    num_wrong, emulate, graph_ok = 0, False, True
+    for size in step.sizes:
+        op, wrong, emulate = _checked_op(ctx, cfg, step=step, size_bytes=size, emulate=emulate)
+        num_wrong += wrong
+        for _ in range(cfg.warmup):
+            op.run()
+        for mode in _modes_for(ctx, cfg, size):
+            samples = None
+            if mode != "graph" or graph_ok:
+                samples = time_mode(
+                    ctx, mode=mode, op=op, h=step.h, iters=cfg.iters,
+                    graph_iters=cfg.graph_iters, graph_replays=cfg.graph_replays,
+                )  # fmt: skip
+            graph_ok = graph_ok and not (mode == "graph" and samples is None)
+            if samples is not None:
+                yield from _emit(ctx, cfg, h=step.h, op=op, mode=mode, samples=samples)
+            ctx.progress.advance()
+        del op
+        if ctx.is_cuda and size >= _EMPTY_CACHE_BYTES:
+            torch.cuda.empty_cache()  # cached blocks of this size would not fit the next one
+    if step.sizes:
+        total = int(group_gather(ctx, step.h, [float(num_wrong)]).sum())
+        if step.h.group_rank == 0:
+            params = {**_group_params(step.h), "op": step.op, "dtype": cfg.dtype}
+            yield ctx.measurement(metric="num_wrong", value=total, unit="count", params=params)
+
+
+def _checked_op(
+    ctx: DistContext, cfg: CollectivesConfig, *, step: _Step, size_bytes: int, emulate: bool
+) -> tuple[CollectiveOp, int, bool]:
+    """The op with its buffers, its wrong elements on the pattern, and whether it is emulated."""
+
+    def build(emulated: bool) -> CollectiveOp:
+        return make_op(
+            step.op, size_bytes=size_bytes, h=step.h, dtype=cfg.dtype, device=ctx.device,
+            emulate=emulated,
+        )  # fmt: skip
+
+    op = build(emulate)
+    op.prepare()
+    try:
+        op.run()
+    except (RuntimeError, NotImplementedError) as exc:
+        text = str(exc).lower()
+        if ctx.backend != "gloo" or emulate or not ("support" in text or "implement" in text):
+            raise
+        log.info("collectives: gloo lacks %s (%s); emulating it", step.op, exc)
+        op = build(True)
+        op.prepare()
+        op.run()
+    if ctx.is_cuda:
+        torch.cuda.synchronize(ctx.device)
+    return op, op.count_wrong(), op.emulated
+
+
+# --- results --------------------------------------------------------------------------------
+
+
+def _group_params(h: GroupHandle) -> dict[str, ParamValue]:
+    params: dict[str, ParamValue] = {
+        "group": h.spec.name,
+        "group_kind": h.spec.kind,
+        "group_size": h.size,
+    }
+    if h.spec.hosts:
+        params["hosts"] = ",".join(h.spec.hosts)
+    return params
+
+
+def _emit(
+    ctx: DistContext,
+    cfg: CollectivesConfig,
+    *,
+    h: GroupHandle,
+    op: CollectiveOp,
+    mode: str,
+    samples: list[float],
+) -> Iterator[Measurement]:
+    times = group_gather(ctx, h, samples)  # seconds per op, (ranks x samples)
+    if h.group_rank != 0:
+        return
+    per_rank = times.mean(dim=1)
+    t_mean, t_max = float(per_rank.mean()), float(per_rank.max())
+    series = times.mean(dim=0).tolist()  # per sample, the mean over ranks
+    params: dict[str, ParamValue] = {
+        "op": op.name,
+        "size_bytes": op.size_bytes,
+        **_group_params(h),
+        "mode": mode,
+        "dtype": cfg.dtype,
+    }
+    if op.emulated:
+        params["emulated"] = True
+    yield from _latencies(ctx, params=params, t_mean=t_mean, t_max=t_max, series=series)
+    factor = bus_factor(op.name, h.size)
+    algbw = algbw_gbps(op.size_bytes, t_mean)  # algbw = S / t / 1e9, t = mean over ranks
+    alg_stats = rate_stats(series, work=op.size_bytes, scale=1e9)
+    yield ctx.measurement(metric="algbw", value=algbw, unit="GB/s", params=params, stats=alg_stats)
+    # busbw = algbw * F (nccl-tests; F per op in collectives_ops.bus_factor)
+    yield ctx.measurement(
+        metric="busbw",
+        value=algbw * factor,
+        unit="GB/s",
+        params=params,
+        stats=rate_stats(series, work=op.size_bytes * factor, scale=1e9),
+        reference=_nvlink_reference(ctx, h),
+    )
+
+
+def _latencies(
+    ctx: DistContext,
+    *,
+    params: dict[str, ParamValue],
+    t_mean: float,
+    t_max: float,
+    series: list[float],
+) -> Iterator[Measurement]:
+    us = [t * 1e6 for t in series]
+    yield ctx.measurement(
+        metric="latency_us", value=t_mean * 1e6, unit="us", params=params,
+        stats=Stats.from_samples(us),
+    )  # fmt: skip
+    yield ctx.measurement(metric="latency_max_us", value=t_max * 1e6, unit="us", params=params)
+    if params["mode"] == "blocking":
+        p99 = float(torch.tensor(us, dtype=torch.float64).quantile(0.99))
+        yield ctx.measurement(metric="latency_p99_us", value=p99, unit="us", params=params)
+
+
+def _nvlink_reference(ctx: DistContext, h: GroupHandle) -> Reference | None:
+    """The NVLink per-direction spec for groups within one node (busbw is compared with the
+    unidirectional link peak, REFERENCE.md)."""
+    one_node = h.spec.kind == "intra_node" or (h.spec.kind == "world" and ctx.num_nodes == 1)
+    spec = ctx.gpu.spec if ctx.gpu is not None else None
+    if not one_node or spec is None or not spec.nvlink_gbps_per_dir:
+        return None
+    return Reference(value=spec.nvlink_gbps_per_dir, kind="spec_peak", source=spec.source)

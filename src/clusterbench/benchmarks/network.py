@@ -1,0 +1,286 @@
+"""Host network between nodes: NIC inventory, TCP throughput and latency, RDMA write bandwidth.
+
+Only local rank 0 of each node (its *leader*) measures; every rank joins the gathers and
+barriers that order the tests.  Node pairs run in the rounds of a round-robin tournament, so a
+node is in at most one pair per round, each pair once per direction.  With one node the TCP
+test runs over loopback between two threads of rank 0.  Throughput comes from ``iperf3`` when
+it is installed on both nodes, else from the standard library's sockets (:mod:`._nettools`);
+latency is always a socket ping-pong; ``ib_write_bw`` (perftest) runs when installed and both
+nodes have an ACTIVE RDMA port.  Traffic goes only to the test's own hosts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from clusterbench.benchmarks import _nettools as tools
+from clusterbench.benchmarks.registry import register
+from clusterbench.hardware.sysfs import probe_nics
+from clusterbench.runtime.dist import DistContext
+from clusterbench.schema import Measurement, NicInfo, ParamValue, Reference, Stats
+
+if TYPE_CHECKING:
+    from typing import Self
+
+__all__ = ["NetworkConfig", "network", "round_robin"]
+
+log = logging.getLogger(__name__)
+_RDMA_KINDS = ("infiniband", "roce", "efa")
+
+
+@dataclass(kw_only=True, slots=True)
+class NetworkConfig:
+    """Settings of the ``network`` benchmark."""
+
+    streams: int = 4
+    """Parallel TCP streams of a throughput test (one stream rarely fills a fast link)."""
+    duration_s: float = 2.0
+    """Seconds of each TCP throughput test."""
+    latency_round_trips: int = 1000
+    """Round trips of 64 B messages in the TCP latency test; the median is reported."""
+    tool: Literal["auto", "iperf3", "socket"] = "auto"
+    """TCP throughput tool: auto (iperf3 when both nodes have it), iperf3 or socket."""
+    rdma: bool = True
+    """Run ib_write_bw between nodes when it is installed and RDMA ports are ACTIVE."""
+    bind_address: str = ""
+    """Address or interface to test over; empty: the address that routes to MASTER_ADDR."""
+
+    def __post_init__(self) -> None:
+        if self.streams < 1:
+            raise ValueError(f"streams must be >= 1, got {self.streams}")
+        if self.duration_s <= 0:
+            raise ValueError(f"duration_s must be positive, got {self.duration_s}")
+        if self.latency_round_trips < 1:
+            raise ValueError(f"latency_round_trips must be >= 1, got {self.latency_round_trips}")
+
+    @classmethod
+    def preset(cls, *, suite: str, device_type: str) -> Self:
+        """Settings of ``suite`` (quick, standard, full) on ``device_type`` (cuda, cpu)."""
+        if suite not in ("quick", "standard", "full"):
+            raise ValueError(f"unknown suite {suite!r} (choose from quick, standard, full)")
+        if device_type not in ("cuda", "cpu"):
+            raise ValueError(f"unknown device type {device_type!r} (choose from cuda, cpu)")
+        if device_type == "cpu":
+            return cls(streams=2, duration_s=1.0, latency_round_trips=200)
+        if suite == "full":
+            return cls(streams=8, duration_s=10.0, latency_round_trips=5000)
+        return cls(streams=4, duration_s=2.0 if suite == "quick" else 5.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Node:
+    """What a node's leader tells the others."""
+
+    rank: int
+    host: str
+    address: str
+    iface: str | None
+    rate_gbps: float | None
+    rdma_device: str | None
+    """First ACTIVE RDMA port's device, when ib_write_bw is installed."""
+    has_iperf3: bool
+
+
+def round_robin(num_nodes: int) -> list[list[tuple[int, int]]]:
+    """Rounds of node pairs (circle method): every pair once, no node twice in a round."""
+    slots: list[int | None] = list(range(num_nodes))
+    if num_nodes % 2:
+        slots.append(None)  # a bye
+    rounds = []
+    for _ in range(len(slots) - 1):
+        half = len(slots) // 2
+        pairs = [(slots[i], slots[-1 - i]) for i in range(half)]
+        rounds.append([(a, b) for a, b in pairs if a is not None and b is not None])
+        slots = [slots[0], slots[-1], *slots[1:-1]]  # rotate all but the first
+    return rounds
+
+
+@register("network", level=2, scope="collective", config=NetworkConfig)
+def network(ctx: DistContext, cfg: NetworkConfig) -> Iterator[Measurement]:
+    """Host network: NIC rates, TCP throughput/latency and RDMA bandwidth between node pairs."""
+    me: _Node | None = None
+    if ctx.local_rank == 0:
+        nics = probe_nics()
+        yield from _nic_measurements(ctx, nics)
+        me = _describe_node(ctx, cfg, nics=nics)
+    nodes: list[_Node] = [n for n in ctx.all_gather(me) if n is not None]
+    if len(nodes) == 1:
+        ctx.progress.start(1)
+        if me is not None:
+            yield from _loopback_tests(ctx, cfg, me=me)
+        ctx.progress.advance()
+        return
+    rounds = round_robin(len(nodes))
+    # both directions: a link can be slow one way only
+    schedule = rounds + [[(b, a) for a, b in pairs] for pairs in rounds]
+    ctx.progress.start(len(schedule))
+    for pairs in schedule:
+        yield from _run_round(ctx, cfg, nodes=nodes, pairs=pairs, me=me)
+        ctx.progress.advance()
+
+
+# --- inventory -----------------------------------------------------------------------------
+
+
+def _nic_measurements(ctx: DistContext, nics: list[NicInfo]) -> Iterator[Measurement]:
+    for nic in nics:
+        label = f"{nic.name}/{nic.port}" if nic.port is not None else nic.name
+        up = (nic.state or "").upper() in ("ACTIVE", "UP")
+        if up and not nic.rate_gbps:
+            log.info("network: %s on %s reports no link rate (virtual NIC?)", label, ctx.host)
+            continue
+        # a port that is down often has no readable rate: 0, with its state in params
+        yield ctx.measurement(
+            metric="nic_rate",
+            value=nic.rate_gbps or 0.0,
+            unit="Gb/s",
+            params={
+                "nic": label,
+                "kind": nic.kind,
+                "state": nic.state,
+                "link_layer": nic.link_layer,
+            },
+        )
+
+
+def _describe_node(ctx: DistContext, cfg: NetworkConfig, *, nics: list[NicInfo]) -> _Node:
+    address = tools.local_address(cfg.bind_address, peer=os.environ.get("MASTER_ADDR"))
+    iface = tools.interface_of(address)
+    rate = next((n.rate_gbps for n in nics if n.name == iface and n.rate_gbps), None)
+    active = [n for n in nics if n.kind in _RDMA_KINDS and (n.state or "").upper() == "ACTIVE"]
+    rdma = active[0].name if active and cfg.rdma and tools.which("ib_write_bw") else None
+    if not active:
+        log.info("network: no ACTIVE RDMA port on %s; ib_write_bw skipped", ctx.host)
+    elif rdma is None:
+        log.info("network: ib_write_bw (perftest) not installed on %s; skipped", ctx.host)
+    return _Node(
+        rank=ctx.rank,
+        host=ctx.host,
+        address=address,
+        iface=iface,
+        rate_gbps=rate,
+        rdma_device=rdma,
+        has_iperf3=tools.which("iperf3") is not None,
+    )
+
+
+# --- tests ---------------------------------------------------------------------------------
+
+
+def _use_iperf3(cfg: NetworkConfig, *nodes: _Node) -> bool:
+    have = all(n.has_iperf3 for n in nodes)
+    if cfg.tool == "iperf3" and not have:
+        raise RuntimeError("network: tool=iperf3 but iperf3 is not on PATH of every node")
+    return cfg.tool != "socket" and have
+
+
+def _loopback_tests(ctx: DistContext, cfg: NetworkConfig, *, me: _Node) -> Iterator[Measurement]:
+    local = _Node(
+        rank=me.rank,
+        host=me.host,
+        address="127.0.0.1",
+        iface=None,
+        rate_gbps=None,
+        rdma_device=None,
+        has_iperf3=me.has_iperf3,
+    )
+    servers = tools.start_servers(
+        "127.0.0.1", iperf3=_use_iperf3(cfg, local), rdma_device=None, timeout_s=_timeout(cfg)
+    )
+    try:
+        yield from _client_tests(ctx, cfg, src=local, dst=local, ports=servers.ports)
+    finally:
+        servers.stop()
+
+
+def _run_round(
+    ctx: DistContext,
+    cfg: NetworkConfig,
+    *,
+    nodes: list[_Node],
+    pairs: list[tuple[int, int]],
+    me: _Node | None,
+) -> Iterator[Measurement]:
+    """One round: destinations start their servers, ports are shared, sources measure."""
+    role = {n: (s, d) for s, d in pairs for n in (s, d)}
+    mine = next((i for i, n in enumerate(nodes) if me is not None and n.rank == me.rank), None)
+    servers = None
+    if mine is not None and mine in role and role[mine][1] == mine:
+        src, dst = nodes[role[mine][0]], nodes[mine]
+        both_rdma = bool(src.rdma_device and dst.rdma_device)
+        servers = tools.start_servers(
+            dst.address,
+            iperf3=_use_iperf3(cfg, src, dst),
+            rdma_device=dst.rdma_device if both_rdma else None,
+            timeout_s=_timeout(cfg),
+        )
+    try:
+        ports = ctx.all_gather(servers.ports if servers else None)
+        if mine is not None and mine in role and role[mine][0] == mine:
+            src, dst = nodes[mine], nodes[role[mine][1]]
+            yield from _client_tests(ctx, cfg, src=src, dst=dst, ports=ports[dst.rank])
+        ctx.barrier()
+    finally:
+        if servers is not None:
+            servers.stop()
+
+
+def _client_tests(
+    ctx: DistContext, cfg: NetworkConfig, *, src: _Node, dst: _Node, ports: tools.Ports
+) -> Iterator[Measurement]:
+    loopback = src.rank == dst.rank
+    params: dict[str, ParamValue] = {
+        "src_host": src.host,
+        "dst_host": dst.host,
+        "loopback": loopback,
+    }
+    if ports.iperf3 is not None:
+        result = tools.iperf3_client(
+            dst.address, port=ports.iperf3, streams=cfg.streams, duration_s=cfg.duration_s
+        )
+    else:
+        result = tools.socket_throughput(
+            dst.address, port=ports.socket, streams=cfg.streams, duration_s=cfg.duration_s
+        )
+    yield ctx.measurement(
+        metric="tcp_throughput",
+        value=result.gbps,
+        unit="Gb/s",
+        params={**params, "streams": cfg.streams, "tool": result.tool},
+        stats=Stats.from_samples(result.interval_gbps) if result.interval_gbps else None,
+        reference=_link_reference(src, dst),
+    )
+    rtts = tools.socket_latency_us(dst.address, port=ports.socket, rounds=cfg.latency_round_trips)
+    stats = Stats.from_samples(rtts)
+    yield ctx.measurement(
+        metric="tcp_latency_us", value=stats.median, unit="us", params=params, stats=stats
+    )
+    if ports.rdma is not None and src.rdma_device and dst.rdma_device:
+        gbps = tools.ib_write_bw_client(
+            dst.address, port=ports.rdma, device=src.rdma_device, timeout_s=_timeout(cfg)
+        )
+        rdma_params: dict[str, ParamValue] = {
+            **params,
+            "nic": src.rdma_device,
+            "peer_nic": dst.rdma_device,
+        }
+        yield ctx.measurement(metric="rdma_write_bw", value=gbps, unit="Gb/s", params=rdma_params)
+
+
+def _link_reference(src: _Node, dst: _Node) -> Reference | None:
+    """The slower end's link rate, when both ends report one."""
+    if src.rate_gbps is None or dst.rate_gbps is None or src.rank == dst.rank:
+        return None
+    return Reference(
+        value=min(src.rate_gbps, dst.rate_gbps),
+        kind="link_rate",
+        source=f"sysfs link speed of {src.host}:{src.iface} and {dst.host}:{dst.iface}",
+    )
+
+
+def _timeout(cfg: NetworkConfig) -> float:
+    return cfg.duration_s + 60.0

@@ -1,0 +1,87 @@
+"""The collectives part of the summary: busbw per op and group, and size-by-op grids.
+
+Bandwidth is shown for sizes above :data:`LATENCY_MAX_BYTES` and latency at or below it, the
+way nccl-tests output is read: busbw at large messages, time at small ones.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from clusterbench.report._summary import Grid, format_bytes, format_value
+from clusterbench.schema import Measurement
+
+__all__ = ["LATENCY_MAX_BYTES", "collective_grids", "collective_label"]
+
+LATENCY_MAX_BYTES = 64 * 2**10
+_MISSING = "-"
+
+
+def collective_label(m: Measurement) -> str | None:
+    """Summary rows: the best back-to-back busbw of each op on each group."""
+    if m.metric != "busbw" or m.params.get("mode") != "back_to_back":
+        return None
+    return f"{m.params.get('op')} busbw · {m.params.get('group')}"
+
+
+def _size(m: Measurement) -> int:
+    size = m.params.get("size_bytes")
+    return size if isinstance(size, int) else 0
+
+
+def collective_grids(ms: Iterable[Measurement]) -> list[Grid]:
+    """Per group and dtype: busbw by size and op (large sizes), latency by size and op (small)."""
+    by_group: dict[tuple[str, str, int], list[Measurement]] = defaultdict(list)
+    for m in ms:
+        if m.metric in ("busbw", "latency_us"):
+            size = m.params.get("group_size")
+            key = (str(m.params.get("group")), str(m.params.get("dtype")), int(size or 0))
+            by_group[key].append(m)
+    grids = []
+    for (group, dtype, size), group_ms in by_group.items():
+        grids += _group_grids(group_ms, where=f"group {group} ({size} ranks, {dtype})")
+    return grids
+
+
+def _group_grids(ms: list[Measurement], *, where: str) -> list[Grid]:
+    large = [m for m in ms if _size(m) > LATENCY_MAX_BYTES]
+    busbw = [m for m in large if m.metric == "busbw" and m.params.get("mode") == "back_to_back"]
+    small = [m for m in ms if m.metric == "latency_us" and _size(m) <= LATENCY_MAX_BYTES]
+    latency = _best_mode(small)
+    grids = []
+    if busbw:
+        grids.append(_grid(f"busbw GB/s by size, back-to-back, {where}", busbw))
+    if latency:
+        title = f"latency µs by size, CUDA graph where measured else back-to-back, {where}"
+        grids.append(_grid(title, latency))
+    return grids
+
+
+def _best_mode(ms: list[Measurement]) -> list[Measurement]:
+    """Graph-mode latency where measured (no launch overhead), else back-to-back."""
+    rank = {"graph": 0, "back_to_back": 1}
+    best: dict[tuple[object, int], Measurement] = {}
+    for m in ms:
+        mode = m.params.get("mode")
+        if mode not in rank:
+            continue
+        key = (m.params.get("op"), _size(m))
+        held = best.get(key)
+        if held is None or rank[str(mode)] < rank[str(held.params.get("mode"))]:
+            best[key] = m
+    return list(best.values())
+
+
+def _grid(title: str, ms: list[Measurement]) -> Grid:
+    ops = list(dict.fromkeys(str(m.params.get("op")) for m in ms))
+    sizes = sorted({_size(m) for m in ms})
+    cells = {(str(m.params.get("op")), _size(m)): m.value for m in ms}
+    rows = [
+        (
+            format_bytes(size),
+            *(format_value(cells[(op, size)]) if (op, size) in cells else _MISSING for op in ops),
+        )
+        for size in sizes
+    ]
+    return Grid(title=title, header=("size", *ops), rows=rows)
