@@ -7,7 +7,8 @@
 # (pydantic) may be placed in .whl/ and are installed to a private folder first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT="${OUT:-$(mktemp -d)}"
+FINAL_OUT="${OUT:-$(mktemp -d)}"
+OUT="$(mktemp -d)"  # everything goes here; FINAL_OUT gets the table, results and a tarball
 SUITE="${1:-quick}"
 shift || true
 
@@ -51,4 +52,24 @@ python3 -m clusterbench run --only memory,selftest --set selftest.fail_rank=1 --
   --set memory.ops=copy --out "/tmp/cb-fail-$$" >"$OUT/run-fail.log" 2>&1
 echo "planted failure (rank 1 raises): exit $? -- $(grep 'run failed' "$OUT/run-fail.log")"
 echo "clusterbench run --suite $SUITE $*: exit $rc, wall $(python3 -c "print(f'{$end-$start:.1f}')") s"
-python3 scripts/validate_table.py "$RUN_DIR/results.json" | tee "$OUT/table.txt"
+python3 scripts/validate_table.py "$RUN_DIR/results.json" >"$OUT/table.txt"
+
+# Level 2 at full size (8 GiB), with NCCL's own log; then the same with P2P and SHM disabled,
+# which forces traffic onto sockets and must come out far lower and be flagged.
+if [ "${LEVEL2:-1}" = 1 ] && [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+  python3 -m clusterbench run --only collectives --suite standard --nccl-debug \
+    --out /tmp/cb-coll-$$ >"$OUT/run-collectives.log" 2>&1
+  echo "collectives (standard, 8 GiB): exit $?"
+  python3 scripts/validate_table.py /tmp/cb-coll-$$/results.json >>"$OUT/table.txt"
+  cp /tmp/cb-coll-$$/results.json "$OUT/results-collectives.json"
+  NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 python3 -m clusterbench run --only collectives \
+    --suite standard --nccl-debug --set collectives.max_bytes=268435456 \
+    --set collectives.modes=back_to_back --set collectives.iters=5 \
+    --out /tmp/cb-sock-$$ >"$OUT/run-sockets.log" 2>&1
+  echo "collectives over sockets (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1): exit $?"
+  python3 scripts/validate_table.py /tmp/cb-sock-$$/results.json >>"$OUT/table.txt"
+  cp /tmp/cb-sock-$$/results.json "$OUT/results-sockets.json"
+fi
+tar czf "$FINAL_OUT/logs.tgz" -C "$OUT" .
+cp "$OUT"/table.txt "$OUT"/results-*.json "$FINAL_OUT"/ 2>/dev/null
+cat "$OUT/table.txt"

@@ -23,15 +23,37 @@ def main(path: str) -> None:
             rows[f"p2p {p['mode']} (GB/s)"].append(m.value)
         elif m.metric in ("pcie_link_gen", "pcie_link_width"):
             rows[f"{m.metric} under load"].append(m.value)
+    _collective_rows(results, rows)
     print(f"run {results.run.id}: status {results.run.status}, world {results.run.world_size}")
-    print(f"{'figure':<36} {'min':>9} {'max':>9}  n")
+    print(f"{'figure':<46} {'min':>9} {'max':>9}  n")
     for name in sorted(rows):
         values = rows[name]
-        print(f"{name:<36} {min(values):>9.1f} {max(values):>9.1f}  {len(values)}")
+        print(f"{name:<46} {min(values):>9.1f} {max(values):>9.1f}  {len(values)}")
+    for info in results.nccl:
+        print(f"nccl rank {info.rank}: transports {info.transports} networks {info.networks}")
     for f in results.findings:
         print(f"[{f.severity}] {f.id}: {f.message}")
     for e in results.errors:
         print(f"[error] {e.message}")
+
+
+def _collective_rows(results: object, rows: dict[str, list[float]]) -> None:
+    """busbw at the largest size per op (back-to-back); 8-byte latency per op and mode."""
+    largest: dict[str, tuple[int, float]] = {}
+    for m in results.measurements:  # type: ignore[attr-defined]
+        if m.benchmark != "collectives":
+            continue
+        p = m.params
+        size = int(p.get("size_bytes") or 0)
+        if m.metric == "busbw" and p.get("mode") == "back_to_back":
+            key = f"{p['op']} busbw {p['group']} (GB/s)"
+            if key not in largest or size > largest[key][0]:
+                largest[key] = (size, m.value)
+        elif m.metric == "latency_us" and size <= 8:
+            rows[f"{p['op']} {size} B latency {p['mode']} (us)"].append(m.value)
+    for key, (size, value) in largest.items():
+        shown = f"{size / 2**30:g} GiB" if size >= 2**30 else f"{size / 2**20:g} MiB"
+        rows[f"{key[:-7]} @{shown} (GB/s)"].append(value)
 
 
 if __name__ == "__main__":
