@@ -107,6 +107,10 @@ class GpuSpecRef(_Model):
     pcie_gen: int | None = None
     pcie_width: int | None = None
     source: str
+    busbw_achievable: dict[str, float] = Field(
+        default_factory=dict, description="collective -> large-message busbw healthy nodes reach"
+    )
+    busbw_source: str = ""
 
 
 class GpuInfo(_Model):

@@ -1,6 +1,6 @@
 """The collectives benchmark on two GPUs with NCCL: graph-mode latency and large-message busbw.
 
-Bounds only catch a broken measurement (REFERENCE.md: 2x H200 all_reduce busbw 284 GB/s at
+Bounds only catch a broken measurement (docs/reference.md: 2x H200 all_reduce busbw 284 GB/s at
 128 MiB, 13-14 us at 8 B); speed targets belong to scripts/gpu_validate.sh.
 """
 

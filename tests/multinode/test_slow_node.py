@@ -10,7 +10,10 @@ from clusterbench import load_results
 from tests.multinode.netns import SimulatedCluster, available
 from tests.multinode.test_two_nodes import run_on_nodes
 
-pytestmark = [pytest.mark.dist, pytest.mark.skipif(available() is not None, reason=str(available()))]
+pytestmark = [
+    pytest.mark.dist,
+    pytest.mark.skipif(available() is not None, reason=str(available())),
+]
 
 SLOW = 2  # node2's link is shaped
 ARGS = [
@@ -62,3 +65,6 @@ def test_findings_name_the_slow_node(slow_node_results: object) -> None:
     }
     assert tcp[("node0", "node1")] > 3 * tcp[("node0", "node2")]
     assert tcp[("node0", "node1")] > 3 * tcp[("node2", "node1")]
+    net = [f for f in results.findings if f.id == "network.slow_node_pair"]  # type: ignore[attr-defined]
+    assert [(f.severity, f.scope) for f in net] == [("fail", "host:node2")], net
+    assert "0.0 Gb/s" not in net[0].message

@@ -70,7 +70,7 @@ def test_bus_factors_follow_nccl_tests(n: int, expected: dict[str, float]) -> No
 
 def test_algbw_is_bytes_over_time_in_gb_per_s() -> None:
     assert algbw_gbps(8 * 2**30, 0.025) == pytest.approx(8 * 2**30 / 0.025 / 1e9)
-    # REFERENCE.md: 2 H200 all_reduce 8 GiB busbw 342 -> algbw 342 (F = 1 for n = 2)
+    # docs/reference.md: 2 H200 all_reduce 8 GiB busbw 342 -> algbw 342 (F = 1 for n = 2)
     t = 8 * 2**30 / 342e9
     assert algbw_gbps(8 * 2**30, t) * bus_factor("all_reduce", 2) == pytest.approx(342)
 
@@ -281,3 +281,25 @@ def test_grids_show_busbw_for_large_and_latency_for_small_sizes() -> None:
     ]
     assert grids[0].rows == [("8 GiB", "300.0", "200.0")]
     assert grids[1].rows == [("8 B", "13.5")]
+
+
+def test_low_busbw_uses_what_healthy_nvlink_reaches_when_known() -> None:
+    from clusterbench.hardware.specs import match_spec, to_spec_ref
+
+    spec = match_spec("NVIDIA H200")
+    assert spec is not None
+    host = HostInfo(
+        hostname="h1", gpus=[GpuInfo(index=i, name="NVIDIA H200", spec=to_spec_ref(spec))
+                             for i in range(2)],
+    )  # fmt: skip
+    # 2x H200 measured: all_reduce 344.5, all_gather 296.9 GB/s at 8 GiB -> healthy, no finding
+    healthy = [coll("busbw", 344.5), coll("busbw", 296.9, op="all_gather")]
+    assert collective_findings(results(healthy, hosts=[host]), Thresholds()) == []
+    # traffic forced onto sockets: 3.1 GB/s at 128 MiB -> warn against 342
+    sockets = coll("busbw", 3.1, size_bytes=128 * MIB)
+    found = collective_findings(results([sockets], hosts=[host]), Thresholds())
+    assert [f.id for f in found] == ["collectives.low_busbw"]
+    assert found[0].evidence["peak_gbps"] == 342.0 and "128 MiB" in found[0].message
+    # a sweep that stops at 1 MiB cannot judge the link
+    tiny = coll("busbw", 20.0, size_bytes=MIB)
+    assert collective_findings(results([tiny], hosts=[host]), Thresholds()) == []

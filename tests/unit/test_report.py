@@ -232,3 +232,102 @@ def test_benchmark_list() -> None:
     out = buf.getvalue()
     assert "gemm" in out and "1 (one node)" in out and "per_device" in out
     assert "cpu, cuda" in out and "Matrix-multiply throughput per dtype" in out
+
+
+# --- node-pair and network matrices ----------------------------------------------------------
+
+
+def on_host(m: Measurement, host: str) -> Measurement:
+    return m.model_copy(update={"host": host, "device": "cpu:0", "rank": 0})
+
+
+def pair_busbw(a: str, b: str, value: float, size: int) -> Measurement:
+    params: dict[str, ParamValue] = {
+        "op": "all_reduce",
+        "group": f"{a}-{b}",
+        "group_kind": "node_pairs",
+        "hosts": f"{a},{b}",
+        "mode": "back_to_back",
+        "dtype": "fp32",
+        "group_size": 2,
+        "size_bytes": size,
+    }
+    return on_host(meas("collectives", "busbw", value, params=params), a)
+
+
+def net(metric: str, src: str, dst: str, value: float, **extra: ParamValue) -> Measurement:
+    unit = "us" if metric == "tcp_latency_us" else "Gb/s"
+    params: dict[str, ParamValue] = {"src_host": src, "dst_host": dst, "loopback": src == dst}
+    if metric == "tcp_throughput":
+        params |= {"streams": 2, "tool": "iperf3"}
+    ref = (10.0, "link_rate") if metric == "tcp_throughput" and src != dst else None
+    return on_host(
+        meas("network", metric, value, unit=unit, params={**params, **extra}, ref=ref), src
+    )
+
+
+def network_results() -> Results:
+    hosts = ["node0", "node1", "node2"]
+    slow = {("node0", "node2"): 0.00466, ("node1", "node2"): 0.0047, ("node0", "node1"): 0.649}
+    ms = [pair_busbw(a, b, v, 1 << 20) for (a, b), v in slow.items()]
+    ms.append(pair_busbw("node0", "node1", 0.5, 1 << 10))  # a smaller size: not shown
+    nic: dict[str, ParamValue] = {"nic": "mlx5_0", "kind": "infiniband", "state": "ACTIVE"}
+    ms += [on_host(meas("network", "nic_rate", 400.0, unit="Gb/s", params=nic), h) for h in hosts]
+    for i, src in enumerate(hosts):
+        for j, dst in enumerate(hosts):
+            if src != dst:
+                tcp = 0.0386 if "node2" in (src, dst) else 9.1 + 0.2 * i
+                ms.append(net("tcp_throughput", src, dst, tcp))
+                ms.append(net("tcp_latency_us", src, dst, 20.0 + 10 * i + j))
+    ms.append(net("rdma_write_bw", "node0", "node1", 390.5, nic="mlx5_0", peer_nic="mlx5_0"))
+    base = make_results()
+    return base.model_copy(update={"measurements": ms, "findings": [], "errors": []})
+
+
+def test_console_node_pair_and_network_matrices() -> None:
+    out = render(network_results())
+    lines = out.splitlines()
+
+    def row(first: str, after: str) -> list[str]:
+        start = next(i for i, line in enumerate(lines) if after in line)
+        return next(line.split() for line in lines[start:] if line.split()[:1] == [first])
+
+    title = "all_reduce busbw between node pairs (largest size 1 MiB), GB/s"
+    assert title in out
+    assert row("node", title) == ["node", "node0", "node1", "node2"]
+    assert row("node0", title) == ["node0", "-", "0.649", "0.00466"]
+    assert row("node2", title) == ["node2", "0.00466", "0.0047", "-"]  # symmetric
+    assert "nic mlx5_0 (infiniband, ACTIVE)" in out and "400.0" in out
+    tcp = "TCP throughput, iperf3, 2 streams (rows: sender, columns: receiver), Gb/s; link 10.0"
+    assert tcp in out
+    assert row("sender", tcp) == ["sender", "\\", "receiver", "node0", "node1", "node2"]
+    assert row("node1", tcp) == ["node1", "9.3", "(93%)", "-", "0.0386", "(0%)"]
+    lat = "TCP latency, median round trip of 64 B (rows: sender, columns: receiver), us"
+    assert row("node2", lat) == ["node2", "40.0", "41.0", "-"]
+    rdma = "RDMA write bandwidth, ib_write_bw (rows: sender, columns: receiver), Gb/s"
+    assert row("node0", rdma) == ["node0", "-", "390.5"]
+    assert "loopback" not in out
+
+
+def test_markdown_node_pair_and_network_matrices() -> None:
+    md = render_markdown(network_results())
+    assert "**all_reduce busbw between node pairs (largest size 1 MiB), GB/s**" in md
+    assert "| node | node0 | node1 | node2 |" in md
+    assert "| node1 | 0.649 | - | 0.0047 |" in md
+    assert "| sender \\ receiver | node0 | node1 | node2 |" in md
+    assert "| node0 | - | 9.1 (91%) | 0.0386 (0%) |" in md
+    assert "| node2 | 40.0 | 41.0 | - |" in md
+    assert "| nic mlx5_0 (infiniband, ACTIVE) | Gb/s | 3 | 400.0 |" in md
+
+
+def test_loopback_is_one_row_not_a_matrix() -> None:
+    ms = [
+        net("tcp_throughput", "node0", "node0", 31.5),
+        net("tcp_latency_us", "node0", "node0", 12.0),
+    ]
+    results = make_results().model_copy(update={"measurements": ms})
+    out, md = render(results), render_markdown(results)
+    assert "loopback TCP throughput" in out and "31.5" in out and "sender" not in out
+    assert "| loopback TCP throughput | Gb/s | 1 | 31.5 |" in md
+    assert "| loopback TCP latency (round trip) | us | 1 | 12.0 |" in md
+    assert "receiver" not in md

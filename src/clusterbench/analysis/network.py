@@ -1,5 +1,6 @@
 """Level-2 verdicts on the host network: NIC states, TCP and RDMA bandwidth against the link
-rate, and whether a node's inter-node bandwidth suits the model size.
+rate, the slow node among node pairs, and whether a node's inter-node bandwidth suits the model
+size.
 
 Pure functions: a :class:`~clusterbench.schema.Results` in, a list of findings out.
 """
@@ -10,6 +11,7 @@ from collections import defaultdict
 from typing import Any
 
 from clusterbench.analysis._common import best_by, ref_value, scope_label, select
+from clusterbench.analysis.node_pairs import slow_node_pairs, slow_pair_finding
 from clusterbench.schema import Finding, Measurement, Results
 
 __all__ = [
@@ -20,6 +22,7 @@ __all__ = [
     "network_findings",
     "nic_state_findings",
     "rdma_bandwidth_findings",
+    "slow_node_pair_findings",
     "tcp_throughput_findings",
 ]
 
@@ -47,6 +50,12 @@ _RDMA_FIX = (
     "Check `ibv_devinfo` (link width and speed), PCIe of the HCA (`lspci -vv`: LnkSta equal "
     "to LnkCap), RoCE PFC/ECN on the switches, and that both ends use the NIC near the GPU."
 )
+_PAIR_FIX = (
+    "Check the named node's NIC, cable and switch port: link state and rate (`ethtool IFACE`, "
+    "`ibstat`), errors and drops (`ip -s link show IFACE`, `ethtool -S IFACE`), the same MTU "
+    "end to end (`ip link show`), no traffic shaping left behind (`tc qdisc show`); compare "
+    "its switch port's counters with the others' and drain the node if its pairs stay slow."
+)
 _CAPACITY_FIX = (
     "Give each node at least 400 Gb/s (preferably 800) to the other nodes: InfiniBand NDR, "
     "RoCE v2 or EFA, ideally one NIC per GPU, and check that NCCL uses them (`NCCL_DEBUG=INFO` "
@@ -61,6 +70,11 @@ def network_findings(results: Results, thresholds: Any) -> list[Finding]:
         *nic_state_findings(results),
         *tcp_throughput_findings(results, min_efficiency=min_efficiency),
         *rdma_bandwidth_findings(results, min_efficiency=min_efficiency),
+        *slow_node_pair_findings(
+            results,
+            mads=float(getattr(thresholds, "outlier_mads", 3.0)),
+            min_rel=float(getattr(thresholds, "outlier_min_rel", 0.05)),
+        ),
         *internode_capacity_findings(
             results,
             model_params_b=getattr(thresholds, "model_params_b", 0.0) or 0.0,
@@ -190,6 +204,47 @@ def rdma_bandwidth_findings(results: Results, *, min_efficiency: float) -> list[
             )
         )
     return out
+
+
+def slow_node_pair_findings(results: Results, *, mads: float, min_rel: float) -> list[Finding]:
+    """Directed node pairs whose TCP throughput or RDMA write bandwidth falls behind the others
+    -> fail, naming the common node.  Loopback tests are left out, and TCP pairs are compared
+    only with pairs measured by the same tool (iperf3 and the socket test differ)."""
+    out = []
+    for metric in ("tcp_throughput", "rdma_write_bw"):
+        for tool, pair_value in _directed_pairs(results, metric=metric).items():
+            found = slow_node_pairs(pair_value, mads=mads, min_rel=min_rel)
+            if found is None:
+                continue
+            measured = (
+                f"TCP throughput ({tool})"
+                if metric == "tcp_throughput"
+                else "RDMA write bandwidth (ib_write_bw)"
+            )
+            out.append(
+                slow_pair_finding(
+                    found,
+                    finding_id="network.slow_node_pair",
+                    measured=measured,
+                    unit="Gb/s",
+                    fix=_PAIR_FIX,
+                    directed=True,
+                    evidence={"metric": metric, "tool": tool or None},
+                )
+            )
+    return out
+
+
+def _directed_pairs(results: Results, *, metric: str) -> dict[str, dict[tuple[str, str], float]]:
+    """Per tool, the best value of each (src_host, dst_host) pair between two nodes."""
+    by_tool: dict[str, dict[tuple[str, str], float]] = defaultdict(dict)
+    for m in select(results, benchmark="network", metric=metric):
+        src, dst = str(m.params.get("src_host")), str(m.params.get("dst_host"))
+        if m.params.get("loopback") or src == dst:
+            continue
+        held = by_tool[str(m.params.get("tool") or "")]
+        held[(src, dst)] = max(m.value, held.get((src, dst), m.value))
+    return {tool: dict(sorted(pairs.items())) for tool, pairs in by_tool.items()}
 
 
 def _capacity_per_host(results: Results) -> dict[str, tuple[float, str]]:

@@ -132,7 +132,7 @@ class CollectivesConfig:
                 warmup=2,
                 iters=10 if suite == "quick" else 20,
             )
-        # 8 GiB: REFERENCE.md's measured 2x H200 busbw (342 GB/s all_reduce) is at 8 GiB.
+        # 8 GiB: docs/reference.md's measured 2x H200 busbw (342 GB/s all_reduce) is at 8 GiB.
         gpu_max = {"quick": 512 * _MIB, "standard": 8 * _GIB, "full": 8 * _GIB}[suite]
         return cls(
             max_bytes=gpu_max,
@@ -332,7 +332,7 @@ def _latencies(
 
 def _nvlink_reference(ctx: DistContext, h: GroupHandle) -> Reference | None:
     """The NVLink per-direction spec for groups within one node (busbw is compared with the
-    unidirectional link peak, REFERENCE.md)."""
+    unidirectional link peak, docs/reference.md)."""
     one_node = h.spec.kind == "intra_node" or (h.spec.kind == "world" and ctx.num_nodes == 1)
     spec = ctx.gpu.spec if ctx.gpu is not None else None
     if not one_node or spec is None or not spec.nvlink_gbps_per_dir:

@@ -1,6 +1,6 @@
 """The six collectives: byte counts and bus factors (nccl-tests), buffers, and exact checks.
 
-nccl-tests definitions (src/*.cu ``*GetBw``, doc/PERFORMANCE.md; REFERENCE.md): for one
+nccl-tests definitions (src/*.cu ``*GetBw``, doc/PERFORMANCE.md; docs/reference.md): for one
 operation of ``t`` seconds over ``n`` ranks, ``algbw = S / t / 1e9`` GB/s and
 ``busbw = algbw * F`` with
 

@@ -1,6 +1,6 @@
 """Device memory bandwidth per device: copy, read and write over buffers far larger than L2.
 
-Bytes are counted as STREAM and REFERENCE.md count them: a copy moves its buffer twice (read
+Bytes are counted as STREAM and docs/reference.md count them: a copy moves its buffer twice (read
 plus write); a read or a write moves it once.  Results are checked before timing.
 """
 

@@ -8,7 +8,7 @@ spec and is compared with its peers only.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from clusterbench.schema import GpuSpecRef
 
@@ -37,6 +37,11 @@ class GpuSpec:
     pcie_width: int | None
     source: str
     """The vendor datasheet the figures come from."""
+    busbw_achievable: dict[str, float] = field(default_factory=dict)
+    """Large-message NCCL busbw within one node that healthy hardware reaches, GB/s, keyed by
+    collective (all_reduce, all_gather, ...): what collectives are judged against, since no
+    collective reaches the raw NVLink rate (empty: judged against ``nvlink_gbps_per_dir``)."""
+    busbw_source: str = ""
 
 
 def _tflops(*, fp32: float, tf32: float | None, bf16: float, fp8: float | None) -> dict[str, float]:
@@ -45,7 +50,7 @@ def _tflops(*, fp32: float, tf32: float | None, bf16: float, fp8: float | None) 
     return {dtype: v for dtype, v in values.items() if v is not None}
 
 
-# Figures: /work/shared/REFERENCE.md "Dense peak specs", taken from the datasheets named in
+# Figures: docs/reference.md "Dense peak specs", taken from the datasheets named in
 # `source`.
 A100_SXM_80GB = GpuSpec(
     sku="A100 SXM 80GB",
@@ -56,6 +61,19 @@ A100_SXM_80GB = GpuSpec(
     pcie_width=16,
     source="NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB, dense)",
 )
+# NVLink 4 (H100/H200 SXM, 18 links): busbw at 8 GiB of nccl-tests-style runs on 2x H200 NV18,
+# NVLS off (docs/reference.md, "Measured on this project's GPU machine"); public 8-GPU ring
+# figures are a little higher (8x H100 all_reduce about 370, 8x H200 368 GB/s), so these are
+# the conservative choice.
+_NVLINK4_BUSBW = {
+    "all_reduce": 342.0,
+    "all_gather": 298.0,
+    "reduce_scatter": 296.0,
+    "all_to_all": 339.0,
+    "broadcast": 367.0,
+    "send_recv": 366.0,
+}
+_NVLINK4_BUSBW_SOURCE = "nccl-tests-style busbw at 8 GiB, 2x H200 NV18, NVLS off"
 H100_SXM = GpuSpec(
     sku="H100 SXM",
     dense_tflops=_tflops(fp32=67.0, tf32=494.5, bf16=989.0, fp8=1979.0),
@@ -64,6 +82,8 @@ H100_SXM = GpuSpec(
     pcie_gen=5,
     pcie_width=16,
     source="NVIDIA H100 Tensor Core GPU datasheet (SXM5 80GB, dense)",
+    busbw_achievable=_NVLINK4_BUSBW,
+    busbw_source=_NVLINK4_BUSBW_SOURCE,
 )
 H100_PCIE = GpuSpec(
     sku="H100 PCIe",
@@ -82,6 +102,8 @@ H200_SXM = GpuSpec(
     pcie_gen=5,
     pcie_width=16,
     source="NVIDIA H200 Tensor Core GPU datasheet (SXM 141GB, dense)",
+    busbw_achievable=_NVLINK4_BUSBW,
+    busbw_source=_NVLINK4_BUSBW_SOURCE,
 )
 B200 = GpuSpec(
     sku="B200",
@@ -194,6 +216,8 @@ def to_spec_ref(spec: GpuSpec) -> GpuSpecRef:
         pcie_gen=spec.pcie_gen,
         pcie_width=spec.pcie_width,
         source=spec.source,
+        busbw_achievable=dict(spec.busbw_achievable),
+        busbw_source=spec.busbw_source,
     )
 
 

@@ -1,4 +1,5 @@
-"""The collectives part of the summary: busbw per op and group, and size-by-op grids.
+"""The collectives part of the summary: busbw per op and group, size-by-op grids, and node x node
+busbw matrices of the node-pair groups.
 
 Bandwidth is shown for sizes above :data:`LATENCY_MAX_BYTES` and latency at or below it, the
 way nccl-tests output is read: busbw at large messages, time at small ones.
@@ -9,10 +10,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from clusterbench.report._summary import Grid, format_bytes, format_value
+from clusterbench.report._summary import Grid, Matrix, format_bytes, format_value
 from clusterbench.schema import Measurement
 
-__all__ = ["LATENCY_MAX_BYTES", "collective_grids", "collective_label"]
+__all__ = ["LATENCY_MAX_BYTES", "collective_grids", "collective_label", "node_pair_matrices"]
 
 LATENCY_MAX_BYTES = 64 * 2**10
 _MISSING = "-"
@@ -85,3 +86,35 @@ def _grid(title: str, ms: list[Measurement]) -> Grid:
         for size in sizes
     ]
     return Grid(title=title, header=("size", *ops), rows=rows)
+
+
+def node_pair_matrices(ms: Iterable[Measurement]) -> list[Matrix]:
+    """Per op (and dtype), back-to-back busbw of each node pair at the largest size measured,
+    as a symmetric node x node matrix (the busbw plateau, as the slow-pair verdict reads it)."""
+    by_op: dict[tuple[str, str], list[Measurement]] = defaultdict(list)
+    for m in ms:
+        if (
+            m.metric == "busbw"
+            and m.params.get("group_kind") == "node_pairs"
+            and m.params.get("mode") == "back_to_back"
+            and len(_pair_hosts(m)) == 2
+        ):
+            by_op[(str(m.params.get("op")), str(m.params.get("dtype")))].append(m)
+    ops = [op for op, _ in by_op]
+    matrices = []
+    for (op, dtype), op_ms in by_op.items():
+        largest = max(_size(m) for m in op_ms)
+        cells: dict[tuple[str, str], float] = {}
+        for m in op_ms:
+            if _size(m) == largest:
+                a, b = _pair_hosts(m)
+                cells[(a, b)] = cells[(b, a)] = max(m.value, cells.get((a, b), m.value))
+        which = f"{op} ({dtype})" if ops.count(op) > 1 else op
+        title = f"{which} busbw between node pairs (largest size {format_bytes(largest)})"
+        hosts = sorted({host for pair in cells for host in pair})
+        matrices.append(Matrix(title=title, unit="GB/s", devices=hosts, cells=cells, corner="node"))
+    return matrices
+
+
+def _pair_hosts(m: Measurement) -> list[str]:
+    return str(m.params.get("hosts") or "").split(",")

@@ -63,14 +63,20 @@ class Row:
 
 @dataclass(frozen=True, slots=True)
 class Matrix:
-    """GPU-to-GPU figures: source devices as rows, destinations as columns."""
+    """Pair figures (GPU to GPU, node to node): sources as rows, destinations as columns."""
 
     title: str
     unit: str
     devices: list[str]
+    """Row and column labels: GPUs, or hosts."""
     cells: dict[tuple[str, str], float]
     no_peer_access: frozenset[tuple[str, str]] = frozenset()
     reference: float | None = None
+    """Every cell's limit, shown as a % of it (None: no % shown)."""
+    reference_label: str = "spec"
+    """What the reference is, in the title: "spec 450.0 GB/s", "link 10.0 Gb/s"."""
+    corner: str = "src \\ dst"
+    """The top-left header cell, naming what rows and columns are."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,12 +156,13 @@ def _short_kind(kind: str | None) -> str:
 
 
 def matrix_title(matrix: Matrix) -> str:
-    spec = f"; spec {format_value(matrix.reference)} {matrix.unit}" if matrix.reference else ""
-    return f"{matrix.title}, {matrix.unit}{spec}"
+    ref = matrix.reference
+    limit = f"; {matrix.reference_label} {format_value(ref)} {matrix.unit}" if ref else ""
+    return f"{matrix.title}, {matrix.unit}{limit}"
 
 
 def matrix_cell(matrix: Matrix, src: str, dst: str) -> str:
-    """Value, ``*`` without peer access, and % of the spec when known."""
+    """Value, ``*`` without peer access, and % of the reference when known."""
     value = matrix.cells.get((src, dst))
     if value is None:
         return _MISSING
@@ -345,10 +352,22 @@ def _generic_section(ms: list[Measurement], multi_host: bool) -> Section:
 
 
 def _collectives_section(ms: list[Measurement], multi_host: bool) -> Section:
-    from clusterbench.report._collectives import collective_grids, collective_label
+    from clusterbench.report._collectives import (
+        collective_grids,
+        collective_label,
+        node_pair_matrices,
+    )
 
     rows = _rows(ms, label=collective_label, multi_host=multi_host)
-    return Section("collectives", rows=rows, grids=collective_grids(ms))
+    matrices = node_pair_matrices(ms)
+    return Section("collectives", rows=rows, matrices=matrices, grids=collective_grids(ms))
+
+
+def _network_section(ms: list[Measurement], multi_host: bool) -> Section:
+    from clusterbench.report._network import network_matrices, network_row_label
+
+    rows = _rows(ms, label=network_row_label, multi_host=multi_host)
+    return Section("network", rows=rows, matrices=network_matrices(ms))
 
 
 _BUILDERS: dict[str, Callable[[list[Measurement], bool], Section]] = {
@@ -356,4 +375,5 @@ _BUILDERS: dict[str, Callable[[list[Measurement], bool], Section]] = {
     "memory": _memory_section,
     "transfer": _transfer_section,
     "collectives": _collectives_section,
+    "network": _network_section,
 }

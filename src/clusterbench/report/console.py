@@ -43,6 +43,8 @@ def render_summary(results: Results, console: Console) -> None:
 def _print_section(section: Section, console: Console) -> None:
     if section.rows:
         console.print(_rows_table(section))
+    else:  # the rows table's title names the section; without rows, say what follows
+        console.print(Text(section.benchmark, style="bold"))
     for matrix in section.matrices:
         _print_matrix(matrix, console)
     for grid in section.grids:
@@ -74,7 +76,7 @@ def _print_matrix(matrix: Matrix, console: Console) -> None:
     # The title as its own line: a narrow matrix would wrap a table title.
     console.print(Text(matrix_title(matrix), style="italic"))
     table = Table(header_style="bold", box=box.SIMPLE_HEAD)
-    table.add_column("src \\ dst")
+    table.add_column(Text(matrix.corner))
     for device in matrix.devices:
         table.add_column(device, justify="right")
     for src in matrix.devices:

@@ -63,7 +63,7 @@ def _matrix(matrix: Matrix) -> str:
     rows = [
         (src, *(matrix_cell(matrix, src, dst) for dst in matrix.devices)) for src in matrix.devices
     ]
-    text = f"**{matrix_title(matrix)}**\n\n" + _table(("src \\ dst", *matrix.devices), rows)
+    text = f"**{matrix_title(matrix)}**\n\n" + _table((matrix.corner, *matrix.devices), rows)
     if matrix.no_peer_access:
         text += "\n\n\\* no peer access: copies go through host memory"
     return text
