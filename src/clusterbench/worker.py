@@ -25,6 +25,7 @@ from clusterbench.runtime.dist import DistContext, init_distributed
 from clusterbench.runtime.nccl_debug import debug_env, debug_log_path, parse_nccl_log
 from clusterbench.runtime.records import RankLog, read_rank_file, read_records
 from clusterbench.runtime.watchdog import Deadline
+from clusterbench.schema import Results
 
 __all__ = ["BenchmarkFailed", "exit_after_failure", "make_context", "run_benchmarks", "worker_main"]
 
@@ -112,8 +113,25 @@ def run_benchmarks(ctx: DistContext, *, spec: RunSpec, log: RankLog) -> None:
     log.write("hello", host=ctx.host, local_rank=ctx.local_rank, device=ctx.device_label)
     _probe(ctx, log)
     gathered: list[dict[str, Any]] = []
-    progress = _progress_for(ctx)
-    with progress:
+    try:
+        _benchmark_loop(ctx, spec=spec, log=log, gathered=gathered)
+    except BenchmarkFailed:
+        if not spec.self_launched:
+            _report_joined_failure(ctx, spec=spec, log=log, gathered=gathered)
+        raise
+    if spec.nccl_debug and spec.device_type == "cuda":
+        _keep_nccl_log(ctx, run_dir=Path(spec.run_dir), log=log)
+    ctx.barrier()
+    if not spec.self_launched and ctx.rank == 0:
+        _finish_joined(spec, gathered=gathered, world_size=ctx.world_size)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _benchmark_loop(
+    ctx: DistContext, *, spec: RunSpec, log: RankLog, gathered: list[dict[str, Any]]
+) -> None:
+    with _progress_for(ctx) as progress:
         for name, cfg in spec.config.benchmarks.items():
             bench = registry.get(name)
             if not bench.supports(spec.device_type):
@@ -125,13 +143,28 @@ def run_benchmarks(ctx: DistContext, *, spec: RunSpec, log: RankLog) -> None:
             bar.finish()
             if not spec.self_launched:
                 _gather_and_write(ctx, spec=spec, log=log, gathered=gathered)
-    ctx.barrier()
-    if not spec.self_launched and ctx.rank == 0:
-        _finish_joined(spec, gathered=gathered, world_size=ctx.world_size)
-    if dist.is_initialized():
-        dist.destroy_process_group()
-    if spec.nccl_debug and spec.device_type == "cuda":
-        _keep_nccl_log(ctx, run_dir=Path(spec.run_dir), log=log)
+
+
+def _report_joined_failure(
+    ctx: DistContext, *, spec: RunSpec, log: RankLog, gathered: list[dict[str, Any]]
+) -> None:
+    """Under an external launcher no parent assembles the run: the ranks say what happened.
+
+    A rank that failed on its own says so on stderr; rank 0 rewrites results.json from what it
+    gathered and what the partial files it can see hold, and names the first cause.
+    """
+    mine = [r for r in read_rank_file(log.path) if r["kind"] == "error"]
+    if mine and not mine[-1].get("while_waiting"):
+        print(f"clusterbench: rank {ctx.rank} on host {ctx.host} failed in "
+              f"{mine[-1].get('benchmark')}: {mine[-1]['message']}", file=sys.stderr)  # fmt: skip
+    if ctx.rank != 0:
+        return
+    if not mine or mine[-1].get("while_waiting"):
+        time.sleep(1.0)  # let the rank that failed first write its record
+    results = _finish_joined(spec, gathered=gathered, world_size=ctx.world_size)
+    if results.errors:
+        print(f"clusterbench: run failed: {results.errors[0].message}; results kept in "
+              f"{spec.run_dir}", file=sys.stderr)  # fmt: skip
 
 
 def _keep_nccl_log(ctx: DistContext, *, run_dir: Path, log: RankLog) -> None:
@@ -226,6 +259,6 @@ def _gather_and_write(
     finalize(spec, records=gathered, failures=[], world_size=ctx.world_size, running=True)
 
 
-def _finish_joined(spec: RunSpec, *, gathered: list[dict[str, Any]], world_size: int) -> None:
+def _finish_joined(spec: RunSpec, *, gathered: list[dict[str, Any]], world_size: int) -> Results:
     records = dedupe([*gathered, *read_records(Path(spec.run_dir))])
-    finalize(spec, records=records, failures=[], world_size=world_size)
+    return finalize(spec, records=records, failures=[], world_size=world_size)

@@ -69,3 +69,23 @@ def test_two_simulated_nodes_join_one_run(tmp_path: Path) -> None:
     assert sorted(h.hostname for h in results.hosts) == ["node0", "node1"]
     hosts = {(m.rank, m.host) for m in results.measurements if m.benchmark == "memory"}
     assert hosts == {(0, "node0"), (1, "node1")}
+
+
+def test_a_failing_rank_on_another_node_is_named_and_results_kept(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with SimulatedCluster(2, net=76) as cluster:
+        procs = run_on_nodes(
+            cluster,
+            port=29414,
+            args=["--only", "memory,selftest", "--set", "memory.size_bytes=8388608",
+                  "--set", "selftest.fail_rank=1", "--out", str(out)],
+        )  # fmt: skip
+    assert all(p.returncode != 0 for p in procs)
+    assert "rank 1 on host node1 failed in selftest" in procs[1].stderr
+    assert "run failed: rank 1 on host node1" in procs[0].stderr
+    results = load_results(out)
+    assert results.run.status == "failed"
+    assert results.run.unfinished == ["selftest"]
+    assert results.errors[0].rank == 1 and results.errors[0].host == "node1"
+    kept = {(m.rank, m.host) for m in results.measurements if m.benchmark == "memory"}
+    assert kept == {(0, "node0"), (1, "node1")}
