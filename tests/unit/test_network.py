@@ -250,3 +250,47 @@ def test_socket_test_against_a_closed_port_raises() -> None:
         port = s.getsockname()[1]  # bound, not listening: connections are refused
         with pytest.raises(OSError):
             tools.socket_throughput("127.0.0.1", port=port, streams=2, duration_s=0.2)
+
+
+def test_intra_inter_node_ratio_is_stated() -> None:
+    from clusterbench.analysis.bandwidth_ratio import bandwidth_ratio_findings
+    from clusterbench.schema import Measurement, Results, RunInfo, ToolInfo
+
+    def m(bench: str, metric: str, value: float, **params: object) -> Measurement:
+        return Measurement(
+            benchmark=bench,
+            metric=metric,
+            value=value,
+            unit="GB/s",
+            params=params,
+            rank=0,
+            host="n0",
+            device="cuda:0",
+        )  # type: ignore[arg-type]
+
+    run = RunInfo(
+        id="r",
+        started="t",
+        suite="standard",
+        world_size=16,
+        num_nodes=2,
+        backend="nccl",
+        command="c",
+    )
+    ms = [
+        m("collectives", "busbw", 340.0, op="all_reduce", size_bytes=2**33,
+          group_kind="intra_node", mode="back_to_back"),
+        m("collectives", "busbw", 100.0, op="all_reduce", size_bytes=2**20,
+          group_kind="intra_node", mode="back_to_back"),  # smaller size: not used
+        m("network", "tcp_throughput", 200.0, loopback=False),  # 25 GB/s
+    ]  # fmt: skip
+    results = Results(tool=ToolInfo(version="0"), run=run, measurements=ms)
+    (finding,) = bandwidth_ratio_findings(results)
+    assert finding.severity == "info" and finding.evidence["ratio"] == 13.6
+    rail = m("collectives", "busbw", 40.0, op="all_reduce", size_bytes=2**33,
+             group_kind="inter_node", mode="back_to_back")  # fmt: skip
+    results.measurements.append(rail)
+    (finding,) = bandwidth_ratio_findings(results)
+    assert finding.evidence["ratio"] == 8.5 and "per rail" in finding.message
+    results.measurements = ms[:2]
+    assert bandwidth_ratio_findings(results) == []

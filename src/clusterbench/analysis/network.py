@@ -11,6 +11,7 @@ from collections import defaultdict
 from typing import Any
 
 from clusterbench.analysis._common import best_by, ref_value, scope_label, select
+from clusterbench.analysis.bandwidth_ratio import bandwidth_ratio_findings
 from clusterbench.analysis.node_pairs import slow_node_pairs, slow_pair_finding
 from clusterbench.schema import Finding, Measurement, Results
 
@@ -82,6 +83,7 @@ def network_findings(results: Results, thresholds: Any) -> list[Finding]:
                 thresholds, "min_internode_gbps_large_model", MIN_INTERNODE_GBPS_LARGE_MODEL
             ),
         ),
+        *bandwidth_ratio_findings(results),
     ]
 
 
