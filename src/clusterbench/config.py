@@ -68,6 +68,20 @@ class Thresholds:
     """Per-node inter-node Gb/s needed for models above 7B parameters (seed: 400, prefer 800)."""
     model_params_b: float | None = None
     """Model size in billions of parameters; enables the large-model network check."""
+    scaling_min_efficiency_warn: float = 0.90
+    """Training scaling efficiency below this -> warn (seed: >= 90%)."""
+    scaling_min_efficiency_fail: float = 0.80
+    """...and below this -> fail (seed: below 80% there is a bottleneck)."""
+    mfu_min: float = 0.40
+    """MFU below this for models of 1.3B parameters and more -> warn (seed: 50-60% on H100)."""
+    gpu_busy_min: float = 0.90
+    """GPU busy below this fraction while training with the real data loader -> input-bound."""
+    checkpoint_min_save_gbps: float = 0.5
+    """Checkpoint save below this many GB/s (checkpoints of 1 GB and more) -> info."""
+    checkpoint_stall_max_pct: float = 10.0
+    """Training slowed by more than this % during an asynchronous checkpoint save -> warn."""
+    checkpoint_min_free_ratio: float = 2.0
+    """Free space in the checkpoint directory below this many checkpoints -> warn."""
     outlier_mads: float = 3.0
     """A device this many scaled MADs below its peers is an outlier -> fail."""
     outlier_min_rel: float = 0.05
@@ -115,6 +129,7 @@ def _benchmark_preset(spec: registry.BenchmarkSpec, suite: str, device_type: str
 
 LEVEL1 = ("gemm", "memory", "transfer")
 LEVEL2 = ("collectives", "network")
+LEVEL3 = ("training", "dataloader", "checkpoint")
 
 
 def quick(device_type: str) -> dict[str, Any]:
@@ -124,12 +139,12 @@ def quick(device_type: str) -> dict[str, Any]:
 
 def standard(device_type: str) -> dict[str, Any]:
     """Every level at moderate sizes."""
-    return _preset((*LEVEL1, *LEVEL2), "standard", device_type)
+    return _preset((*LEVEL1, *LEVEL2, *LEVEL3), "standard", device_type)
 
 
 def full(device_type: str) -> dict[str, Any]:
     """Long sweeps at the largest sizes."""
-    return _preset((*LEVEL1, *LEVEL2), "full", device_type)
+    return _preset((*LEVEL1, *LEVEL2, *LEVEL3), "full", device_type)
 
 
 SUITES: dict[str, Callable[[str], dict[str, Any]]] = {

@@ -52,7 +52,10 @@ def test_only_and_skip() -> None:
     cfg = build_run_config(device_type="cpu", skip=["transfer"])
     assert list(cfg.benchmarks) == ["gemm", "memory", "collectives"]
     cfg = build_run_config(device_type="cpu", suite="standard")
-    assert list(cfg.benchmarks) == ["gemm", "memory", "transfer", "collectives", "network"]
+    assert list(cfg.benchmarks) == [
+        "gemm", "memory", "transfer", "collectives", "network",
+        "training", "dataloader", "checkpoint",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(

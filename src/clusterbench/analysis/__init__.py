@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from clusterbench.analysis.checkpoint import checkpoint_findings
 from clusterbench.analysis.collectives import collective_findings
+from clusterbench.analysis.input_pipeline import input_findings
 from clusterbench.analysis.nccl import nccl_findings
 from clusterbench.analysis.network import network_findings
 from clusterbench.analysis.outliers import peer_outliers, robust_zscores
+from clusterbench.analysis.training import training_findings
 from clusterbench.analysis.verdicts import level1_findings
 from clusterbench.schema import Finding, Results
 
@@ -31,6 +34,9 @@ def analyze(results: Results, thresholds: Thresholds) -> list[Finding]:
         *network_findings(results, thresholds),
         *nccl_findings(results),
         *collective_findings(results, thresholds),
+        *input_findings(results, thresholds),
+        *checkpoint_findings(results, thresholds),
+        *training_findings(results, thresholds),
         *peer_outliers(
             results.measurements,
             mads=thresholds.outlier_mads,

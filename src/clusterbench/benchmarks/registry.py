@@ -24,6 +24,9 @@ _BUILTIN_MODULES = (
     "clusterbench.benchmarks.selftest",
     "clusterbench.benchmarks.network",
     "clusterbench.benchmarks.collectives",
+    "clusterbench.benchmarks.dataloader",
+    "clusterbench.benchmarks.checkpoint",
+    "clusterbench.benchmarks.training.bench",
 )
 
 

@@ -370,10 +370,17 @@ def _network_section(ms: list[Measurement], multi_host: bool) -> Section:
     return Section("network", rows=rows, matrices=network_matrices(ms))
 
 
+def _training_section(ms: list[Measurement], multi_host: bool) -> Section:
+    from clusterbench.report._training import training_section
+
+    return training_section(ms, multi_host)
+
+
 _BUILDERS: dict[str, Callable[[list[Measurement], bool], Section]] = {
     "gemm": _gemm_section,
     "memory": _memory_section,
     "transfer": _transfer_section,
     "collectives": _collectives_section,
     "network": _network_section,
+    "training": _training_section,
 }

@@ -1,0 +1,136 @@
+"""Verdicts on checkpointing (``checkpoint`` benchmark): slow saves, training stalls during an
+asynchronous save, too little free space.
+
+Pure functions: a :class:`~clusterbench.schema.Results` in, a list of findings out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clusterbench.analysis._common import as_number, scope_label, select
+from clusterbench.schema import Finding, Results
+
+__all__ = [
+    "CHECKPOINT_MIN_FREE_RATIO",
+    "CHECKPOINT_MIN_SAVE_GBPS",
+    "CHECKPOINT_MIN_SIZE_BYTES",
+    "CHECKPOINT_STALL_MAX_PCT",
+    "async_stall_findings",
+    "checkpoint_findings",
+    "free_space_findings",
+    "save_bandwidth_findings",
+]
+
+CHECKPOINT_MIN_SAVE_GBPS = 0.5
+"""A save below this many GB/s -> info (a local NVMe writes several GB/s; torch.save of a 5.7 GB
+state dict reached 0.61 GB/s on the reference machine, docs/reference.md)."""
+CHECKPOINT_MIN_SIZE_BYTES = 1e9
+"""Smaller checkpoints time latency rather than bandwidth; no bandwidth verdict on them."""
+CHECKPOINT_STALL_MAX_PCT = 10.0
+"""Training steps slower by more than this % while an async save runs -> warn."""
+CHECKPOINT_MIN_FREE_RATIO = 2.0
+"""Free space below this multiple of one checkpoint -> warn (keep the last good one while the
+next is written)."""
+
+_SLOW_FIX = (
+    "Write checkpoints to faster storage (local NVMe, a parallel filesystem), shard them with "
+    "torch.distributed.checkpoint so that every rank writes its part, and save with "
+    "dcp.async_save so that training goes on while the files are written."
+)
+_STALL_FIX = (
+    "Keep the writing off the training ranks' critical path: async_save with "
+    "async_checkpointer_type=AsyncCheckpointerType.PROCESS, pinned-memory staging "
+    "(DefaultStager), fewer checkpoints, or faster storage."
+)
+
+
+def checkpoint_findings(results: Results, thresholds: Any) -> list[Finding]:
+    """Every checkpoint verdict; missing ``thresholds`` fields take the defaults above."""
+    return [
+        *save_bandwidth_findings(
+            results,
+            min_gbps=float(
+                getattr(thresholds, "checkpoint_min_save_gbps", CHECKPOINT_MIN_SAVE_GBPS)
+            ),
+        ),
+        *async_stall_findings(
+            results,
+            max_pct=float(
+                getattr(thresholds, "checkpoint_stall_max_pct", CHECKPOINT_STALL_MAX_PCT)
+            ),
+        ),
+        *free_space_findings(
+            results,
+            min_ratio=float(
+                getattr(thresholds, "checkpoint_min_free_ratio", CHECKPOINT_MIN_FREE_RATIO)
+            ),
+        ),
+    ]
+
+
+def save_bandwidth_findings(results: Results, *, min_gbps: float) -> list[Finding]:
+    """Saves of at least 1 GB slower than ``min_gbps`` -> one info per host naming the formats."""
+    slow: dict[str, dict[str, float]] = {}
+    for m in select(results, benchmark="checkpoint", metric="save_gbps"):
+        size = as_number(m.params.get("size_bytes")) or 0.0
+        if size >= CHECKPOINT_MIN_SIZE_BYTES and m.value < min_gbps:
+            slow.setdefault(m.host, {})[str(m.params.get("format"))] = m.value
+    return [
+        Finding(
+            id="checkpoint.slow_save",
+            severity="info",
+            scope=scope_label(host),
+            message=(
+                "Checkpoint saves are slow: "
+                + ", ".join(f"{fmt} {gbps:.2f} GB/s" for fmt, gbps in formats.items())
+                + f" (below {min_gbps:g} GB/s)."
+            ),
+            evidence={"save_gbps": formats, "threshold_gbps": min_gbps},
+            fix=_SLOW_FIX,
+        )
+        for host, formats in slow.items()
+    ]
+
+
+def async_stall_findings(results: Results, *, max_pct: float) -> list[Finding]:
+    """Steps slower by more than ``max_pct`` % during an async save -> warn."""
+    return [
+        Finding(
+            id="checkpoint.async_stall",
+            severity="warn",
+            scope=scope_label(m.host),
+            message=(
+                f"Training steps run {m.value:.0f}% slower while dcp.async_save writes "
+                f"(threshold {max_pct:g}%)."
+            ),
+            evidence={"async_stall_pct": m.value, "threshold_pct": max_pct, **m.params},
+            fix=_STALL_FIX,
+        )
+        for m in select(results, benchmark="checkpoint", metric="async_stall_pct")
+        if m.value > max_pct
+    ]
+
+
+def free_space_findings(results: Results, *, min_ratio: float) -> list[Finding]:
+    """Free space below ``min_ratio`` x one checkpoint -> warn."""
+    out = []
+    for m in select(results, benchmark="checkpoint", metric="free_space_gb"):
+        size = as_number(m.params.get("checkpoint_bytes")) or 0.0
+        if size <= 0 or m.value * 1e9 >= min_ratio * size:
+            continue
+        out.append(
+            Finding(
+                id="checkpoint.low_free_space",
+                severity="warn",
+                scope=scope_label(m.host),
+                message=(
+                    f"{m.params.get('directory')} ({m.params.get('filesystem')}) has "
+                    f"{m.value:.1f} GB free, less than {min_ratio:g}x one checkpoint "
+                    f"({size / 1e9:.1f} GB)."
+                ),
+                evidence={"free_gb": m.value, "checkpoint_bytes": size, "ratio": min_ratio},
+                fix="Free space or point --set checkpoint.directory at a larger filesystem.",
+            )
+        )
+    return out

@@ -1,0 +1,119 @@
+"""Helpers of the ``checkpoint`` benchmark: walking a nested state dict, sampling and comparing
+tensors, making files durable and cold, and the filesystem type of a folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = [
+    "check",
+    "durable",
+    "files",
+    "filesystem_of",
+    "nbytes",
+    "sample",
+    "tensors",
+    "unique",
+    "zeros_like",
+]
+
+
+def tensors(tree: Any, prefix: str = "") -> dict[str, torch.Tensor]:
+    """Every tensor in a nested dict/list, keyed by its path."""
+    if isinstance(tree, torch.Tensor):
+        return {prefix: tree}
+    items = (
+        tree.items()
+        if isinstance(tree, dict)
+        else enumerate(tree)
+        if isinstance(tree, list | tuple)
+        else ()
+    )
+    out: dict[str, torch.Tensor] = {}
+    for key, value in items:
+        out.update(tensors(value, f"{prefix}/{key}" if prefix else str(key)))
+    return out
+
+
+def nbytes(tree: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors(tree).values())
+
+
+def sample(tree: Any, num: int) -> dict[str, torch.Tensor]:
+    """Copies (on the host) of ``num`` tensors spread evenly over the state."""
+    flat = tensors(tree)
+    keys = sorted(flat)
+    n = min(num, len(keys))
+    picked = {keys[round(i * (len(keys) - 1) / max(1, n - 1))] for i in range(n)}
+    return {k: flat[k].detach().to("cpu", copy=True) for k in picked}
+
+
+def check(expected: dict[str, torch.Tensor], loaded: Any, *, fmt: str) -> None:
+    flat = tensors(loaded)
+    for key, want in expected.items():
+        got = flat.get(key)
+        if got is None or not torch.equal(got.detach().cpu(), want):
+            raise RuntimeError(
+                f"checkpoint: {fmt}: loaded tensor {key!r} differs from the saved one"
+            )
+
+
+def durable(paths: list[Path]) -> None:
+    """fsync, then drop from the page cache, so that a later load reads the storage."""
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            if hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def files(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file()]
+
+
+def unique(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Contiguous tensors, each storage once: safetensors refuses shared (tied) tensors."""
+    seen: set[tuple[int, int]] = set()
+    out = {}
+    for key, t in weights.items():
+        ident = (t.untyped_storage().data_ptr(), int(t.storage_offset()))
+        if ident not in seen:
+            seen.add(ident)
+            out[key] = t.detach().contiguous()
+    return out
+
+
+def zeros_like(tree: Any) -> Any:
+    if isinstance(tree, torch.Tensor):
+        return torch.zeros_like(tree)
+    if isinstance(tree, dict):
+        return {k: zeros_like(v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [zeros_like(v) for v in tree]
+    return tree
+
+
+def filesystem_of(path: Path) -> str:
+    """Type of the filesystem holding ``path`` (the longest mount point above it), from
+    /proc/mounts; 'unknown' where that file does not exist."""
+    target, best, kind = str(path.resolve()), "", "unknown"
+    try:
+        lines = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return kind
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        mount = fields[1].replace("\\040", " ")
+        inside = target == mount or target.startswith(mount.rstrip("/") + "/")
+        if inside and len(mount) >= len(best):
+            best, kind = mount, fields[2]
+    return kind

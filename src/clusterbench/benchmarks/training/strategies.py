@@ -1,0 +1,297 @@
+"""Wrap a workload's model for a parallelism strategy on one process group, and train a step.
+
+Strategies (all over the ranks of ``group``):
+
+- ``ddp``: DistributedDataParallel, gradients all-reduced in buckets (gradient_as_bucket_view);
+- ``fsdp2``: ``fully_shard`` on every block and the root, reshard after forward (ZeRO-3);
+- ``zero2``: the same with reshard_after_forward=False (parameters stay gathered between forward
+  and backward: ZeRO-2-like, as torch's FSDP2 documentation describes it);
+- ``zero1``: DDP + ZeroRedundancyOptimizer (optimizer state sharded);
+- ``tp``: DTensor tensor parallel, Megatron's column/row split of attention and MLP (decoders);
+- ``pp``: torch.distributed.pipelining, GPipe schedule (see :mod:`.pipeline`).
+
+The order of wrapping follows torchtitan: tensor parallel, activation checkpointing, compile,
+then data parallel.  Mixed precision is autocast (+ GradScaler for fp16) for the DDP family and
+tensor parallel, and FSDP2's MixedPrecisionPolicy (reduce in fp32) for fsdp2 / zero2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.optim import ZeroRedundancyOptimizer
+from torch.distributed.tensor import DTensor
+from torch.nn.parallel import DistributedDataParallel
+
+from clusterbench.benchmarks.training.decoder import Decoder
+from clusterbench.benchmarks.training.workload import Batch, Workload
+
+__all__ = [
+    "PRECISIONS",
+    "STRATEGIES",
+    "Case",
+    "StepTrainer",
+    "Trainer",
+    "build_trainer",
+    "check_applicable",
+    "matmul_precision",
+]
+
+STRATEGIES = ("ddp", "fsdp2", "zero2", "zero1", "tp", "pp")
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+_AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+_LR = 1e-4  # small enough that the synthetic loss stays finite for every preset
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Case:
+    """One training configuration."""
+
+    strategy: str
+    precision: str
+    activation_checkpointing: bool = False
+    compile: bool = False
+
+
+class StepTrainer(Protocol):
+    def step(self, batches: list[Batch], *, sync: bool = True) -> None:
+        """One optimizer step over ``batches`` (one per accumulation micro-step).  sync=False
+        skips the gradient synchronisation (compute-only timing; DDP family only)."""
+
+    def last_loss(self) -> float:
+        """The loss of the last step (a collective for pipelines: call on every group rank)."""
+
+
+def check_applicable(workload: Workload, *, case: Case, group_size: int) -> str | None:
+    """Why ``case`` cannot run on ``workload`` over ``group_size`` ranks (None: it can)."""
+    if case.strategy in ("tp", "pp") and not isinstance(workload.model, Decoder):
+        return f"{case.strategy} is implemented for the decoder presets only"
+    if case.strategy == "tp" and isinstance(workload.model, Decoder):
+        c = workload.model.cfg
+        if c.num_kv_heads % group_size or c.ffn_dim % group_size:
+            return f"kv heads {c.num_kv_heads} / ffn {c.ffn_dim} not divisible by {group_size}"
+    if case.strategy == "tp" and case.precision == "fp16":
+        # GradScaler's unscale takes one kind of tensor: DTensor and plain grads mixed fail
+        return "tp: fp16 GradScaler cannot unscale DTensor and plain gradients together"
+    if case.strategy == "pp":
+        if case.precision == "fp16":
+            return "pp: fp16 needs a GradScaler inside the pipeline schedule (not supported)"
+        if isinstance(workload.model, Decoder) and workload.model.cfg.num_layers < group_size:
+            return f"pp: fewer layers than the {group_size} stages"
+    return None
+
+
+@dataclass(kw_only=True)
+class Trainer:
+    """Forward, backward and optimizer step of a (wrapped) model; see :class:`StepTrainer`."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    device_type: str
+    autocast_dtype: torch.dtype | None = None
+    scaler: torch.amp.GradScaler | None = None
+    sync_context: Callable[[bool], contextlib.AbstractContextManager[Any]] = field(
+        default=lambda sync: contextlib.nullcontext()
+    )
+    _loss: torch.Tensor | None = None
+
+    def step(self, batches: list[Batch], *, sync: bool = True) -> None:
+        total = None
+        for i, (inputs, targets) in enumerate(batches):
+            # DDP reduces gradients only on the last micro-step (no_sync on the others)
+            with self.sync_context(sync and i == len(batches) - 1):
+                with self._autocast():
+                    loss = self.loss_fn(self.model(inputs), targets) / len(batches)
+                (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+            total = loss.detach() if total is None else total + loss.detach()
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self._loss = total
+
+    def last_loss(self) -> float:
+        return float("nan") if self._loss is None else float(self._loss)
+
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device_type, dtype=self.autocast_dtype)
+
+
+@contextlib.contextmanager
+def matmul_precision(precision: str) -> Iterator[None]:
+    """fp32 strictly (TF32 off in matmuls and cuDNN), TF32 for 'tf32'; restored afterwards.
+    bf16 / fp16 runs keep TF32 off for the float32 parts autocast leaves."""
+    before = torch.get_float32_matmul_precision()
+    cudnn_before = torch.backends.cudnn.allow_tf32
+    allow = precision == "tf32"
+    torch.set_float32_matmul_precision("high" if allow else "highest")
+    torch.backends.cudnn.allow_tf32 = allow
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
+        torch.backends.cudnn.allow_tf32 = cudnn_before
+
+
+def build_trainer(
+    workload: Workload, *, case: Case, group: dist.ProcessGroup, device: torch.device,
+    num_microbatches: int = 1,
+) -> StepTrainer:  # fmt: skip
+    """Wrap ``workload.model`` in place for ``case`` over ``group``; its trainer."""
+    reason = check_applicable(workload, case=case, group_size=dist.get_world_size(group))
+    if reason is not None:
+        raise ValueError(reason)
+    if case.strategy == "pp":
+        from clusterbench.benchmarks.training.pipeline import build_pipeline_trainer
+
+        return build_pipeline_trainer(
+            workload, case=case, group=group, device=device, num_microbatches=num_microbatches,
+            prepare_blocks=lambda m: _prepare_blocks(m, case=case, block_paths=("layers",)),
+        )  # fmt: skip
+    model = workload.model
+    if case.strategy == "tp":
+        _apply_tensor_parallel(model, mesh=DeviceMesh.from_group(group, device.type))
+    _prepare_blocks(model, case=case, block_paths=workload.block_paths)
+    if case.strategy in ("fsdp2", "zero2"):
+        return _fsdp_trainer(workload, case=case, group=group, device=device)
+    return _ddp_family_trainer(workload, case=case, group=group, device=device)
+
+
+def _prepare_blocks(model: nn.Module, *, case: Case, block_paths: tuple[str, ...]) -> None:
+    """Activation checkpointing (non-reentrant) and torch.compile, block by block."""
+    for _, block, parent in iter_blocks(model, block_paths):
+        wrapped = checkpoint_wrapper(block) if case.activation_checkpointing else block
+        if case.compile:
+            wrapped.compile()  # in place: parameter names stay as they are
+        if wrapped is not block:
+            parent.register_module(_name_in(parent, block), wrapped)
+
+
+def iter_blocks(
+    model: nn.Module, block_paths: tuple[str, ...]
+) -> list[tuple[str, nn.Module, nn.Module]]:
+    """(path, block, its container) for every child of the containers at ``block_paths``."""
+    out = []
+    for path in block_paths:
+        container = model.get_submodule(path)
+        for name, child in container.named_children():
+            out.append((f"{path}.{name}", child, container))
+    return out
+
+
+def _name_in(parent: nn.Module, child: nn.Module) -> str:
+    return next(name for name, c in parent.named_children() if c is child)
+
+
+def _apply_tensor_parallel(model: nn.Module, *, mesh: DeviceMesh) -> None:
+    """Megatron-LM's split (Shoeybi et al. 2019): q/k/v and w1/w3 by columns (heads / hidden
+    units), wo and w2 by rows; one all-reduce after attention and one after the MLP."""
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
+
+    plan: dict[str, Any] = {
+        **{f"attention.{w}": ColwiseParallel() for w in ("wq", "wk", "wv")},
+        "attention.wo": RowwiseParallel(),
+        "feed_forward.w1": ColwiseParallel(),
+        "feed_forward.w3": ColwiseParallel(),
+        "feed_forward.w2": RowwiseParallel(),
+    }
+    assert isinstance(model, Decoder)
+    for block in model.layers.values():
+        parallelize_module(block, mesh, plan)
+
+
+def make_optimizer(params: list[nn.Parameter], *, device: torch.device) -> torch.optim.Optimizer:
+    """AdamW, fused on CUDA; DTensor and plain parameters in separate groups (a fused or
+    foreach kernel takes one kind per call)."""
+    dtensors = [p for p in params if isinstance(p, DTensor)]
+    plain = [p for p in params if not isinstance(p, DTensor)]
+    groups = [{"params": g} for g in (dtensors, plain) if g]
+    return torch.optim.AdamW(groups, lr=_LR, fused=device.type == "cuda" or None)
+
+
+def _amp(
+    case: Case, device: torch.device
+) -> tuple[torch.dtype | None, torch.amp.GradScaler | None]:
+    dtype = _AMP_DTYPES.get(case.precision)
+    scaler = torch.amp.GradScaler(device.type) if case.precision == "fp16" else None
+    return dtype, scaler
+
+
+def _ddp_family_trainer(
+    workload: Workload, *, case: Case, group: dist.ProcessGroup, device: torch.device
+) -> Trainer:
+    model: nn.Module = workload.model
+    sync_context: Callable[[bool], contextlib.AbstractContextManager[Any]]
+    sync_context = lambda sync: contextlib.nullcontext()  # noqa: E731
+    if case.strategy in ("ddp", "zero1"):
+        ddp = DistributedDataParallel(
+            model,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            process_group=group,
+            gradient_as_bucket_view=True,
+        )
+        model = ddp
+        sync_context = lambda sync: contextlib.nullcontext() if sync else ddp.no_sync()  # noqa: E731
+    params = list(model.parameters())
+    optimizer: torch.optim.Optimizer
+    if case.strategy == "zero1":
+        optimizer = ZeroRedundancyOptimizer(
+            params, optimizer_class=torch.optim.AdamW, process_group=group, lr=_LR,
+            **({"fused": True} if device.type == "cuda" else {}),
+        )  # fmt: skip
+    else:
+        optimizer = make_optimizer(params, device=device)
+    dtype, scaler = _amp(case, device)
+    return Trainer(
+        model=model, optimizer=optimizer, loss_fn=workload.loss_fn, device_type=device.type,
+        autocast_dtype=dtype, scaler=scaler, sync_context=sync_context,
+    )  # fmt: skip
+
+
+def _fsdp_trainer(
+    workload: Workload, *, case: Case, group: dist.ProcessGroup, device: torch.device
+) -> Trainer:
+    from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+
+    mesh = DeviceMesh.from_group(group, device.type)
+    amp = _AMP_DTYPES.get(case.precision)
+    # parameters in the compute dtype, gradients reduced in fp32 (torchtitan's default)
+    policy = MixedPrecisionPolicy(param_dtype=amp, reduce_dtype=torch.float32 if amp else None)
+    reshard = case.strategy == "fsdp2"  # False: zero2
+    kwargs: dict[str, Any] = {"mesh": mesh, "reshard_after_forward": reshard, "mp_policy": policy}
+    for _, block, _ in iter_blocks(workload.model, workload.block_paths):
+        fully_shard(block, **kwargs)
+    root = fully_shard(workload.model, **kwargs)
+    assert isinstance(root, FSDPModule)
+
+    @contextlib.contextmanager
+    def sync_context(sync: bool) -> Iterator[None]:
+        root.set_requires_gradient_sync(sync)
+        yield
+
+    _, scaler = _amp(case, device)
+    return Trainer(
+        model=workload.model,
+        optimizer=make_optimizer(list(workload.model.parameters()), device=device),
+        loss_fn=workload.loss_fn,
+        device_type=device.type,
+        scaler=scaler,
+        sync_context=sync_context,
+    )

@@ -1,0 +1,37 @@
+"""dataloader and checkpoint through the real launcher: 2 CPU workers under gloo."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusterbench import load_results
+
+pytestmark = pytest.mark.dist
+
+
+def test_dataloader_and_checkpoint_on_two_workers(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    args = ["run", "--device", "cpu", "--nproc", "2", "--only", "dataloader,checkpoint",
+            "--out", str(out), "--set", f"checkpoint.directory={ckpt}"]  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "clusterbench", *args], capture_output=True,
+                          text=True, timeout=120, check=False,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    results = load_results(out)
+    assert results.errors == [] and results.run.status == "completed"
+    got = {(m.benchmark, m.metric, m.rank) for m in results.measurements}
+    for rank in (0, 1):  # per device: every rank measures its own loader
+        for metric in ("loader_samples_per_s", "step_samples_per_s", "gpu_busy"):
+            assert ("dataloader", metric, rank) in got
+    for metric in ("save_gbps", "load_gbps", "async_block_s", "async_stall_pct", "free_space_gb"):
+        assert ("checkpoint", metric, 0) in got
+    dcp = [m for m in results.measurements if m.params.get("format") == "dcp"]
+    assert dcp and all(m.params["num_ranks"] == 2 for m in dcp)
+    assert list(ckpt.iterdir()) == []

@@ -1,0 +1,70 @@
+"""The training benchmark through the real launcher: 2 gloo workers, the tiny decoder, every
+strategy in one sweep run (ddp, fsdp2, zero2, zero1, tp, pp) plus the scaling series."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusterbench import load_results
+from clusterbench.schema import Results
+
+pytestmark = pytest.mark.dist
+
+STRATEGIES = ("ddp", "fsdp2", "zero2", "zero1", "tp", "pp")
+
+
+def run_training(out: Path, *sets: str) -> Results:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    args = ["run", "--device", "cpu", "--nproc", "2", "--only", "training"]
+    for item in ("training.model=tiny", *sets):
+        args += ["--set", item]
+    proc = subprocess.run(
+        [sys.executable, "-m", "clusterbench", *args, "--out", str(out)],
+        capture_output=True, text=True, timeout=240, env=env, check=False,
+    )  # fmt: skip
+    # scaling on CPU workers sharing the host's cores is stated (info), never judged
+    assert proc.returncode == 0, proc.stderr
+    results = load_results(out)
+    assert results.run.status == "completed" and results.errors == []
+    assert not [f for f in results.findings if f.severity == "fail"]
+    scaling = [f for f in results.findings if f.id == "training.scaling_efficiency"]
+    assert all(f.severity == "info" for f in scaling)
+    return results
+
+
+def test_every_strategy_trains_on_two_ranks(tmp_path: Path) -> None:
+    results = run_training(
+        tmp_path / "run",
+        "training.strategy=fsdp2",
+        "training.sweep=true",
+        f"training.sweep_strategies={','.join(STRATEGIES)}",
+        "training.sweep_precisions=fp32",
+        "training.sweep_activation_checkpointing=false",
+        "training.grad_accum_sweep=1,2",
+    )
+    ms = [m for m in results.measurements if m.benchmark == "training"]
+    assert {m.rank for m in ms} == {0}
+    scaling = [m for m in ms if m.params.get("series") == "scaling"]
+    tokens = {m.params["world_size"]: m.value for m in scaling if m.metric == "tokens_per_s"}
+    assert set(tokens) == {1, 2} and all(v > 0 for v in tokens.values())
+    eff = [m for m in scaling if m.metric == "scaling_efficiency"]
+    assert len(eff) == 1 and eff[0].params["world_size"] == 2 and eff[0].unit == "%"
+    assert all(math.isfinite(m.value) for m in scaling if m.metric == "loss")
+    assert not any(m.metric == "mfu" for m in ms)  # no peak on CPU
+    fits = {m.params["strategy"]: m for m in ms if m.metric == "fits"}
+    assert set(fits) == set(STRATEGIES)
+    assert all(m.value == 1 for m in fits.values()), {s: m.params for s, m in fits.items()}
+    sweep_tokens = {
+        m.params["strategy"]
+        for m in ms
+        if m.metric == "tokens_per_s" and m.params.get("series") == "sweep" and m.value > 0
+    }
+    assert sweep_tokens == set(STRATEGIES)
+    idle = [m for m in ms if m.metric == "sync_idle_fraction"]
+    assert sorted(m.params["grad_accum"] for m in idle) == [1, 2]

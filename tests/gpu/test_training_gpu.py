@@ -1,0 +1,54 @@
+"""The training benchmark on cuda:0: the 125m decoder in bf16 must train at a sane MFU."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from clusterbench.benchmarks.training.bench import TrainingConfig, training
+from clusterbench.runtime.dist import DistContext
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+
+def _ctx() -> DistContext:
+    from clusterbench.hardware.probe import nvml_session, probe_gpus
+
+    with nvml_session() as nvml:
+        gpus = probe_gpus(nvml)
+    return DistContext(
+        rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0, num_nodes=1,
+        host="localhost", device=torch.device("cuda", 0), backend="nccl",
+        gpu=gpus[0] if gpus else None, benchmark="training",
+    )  # fmt: skip
+
+
+@pytest.fixture
+def one_rank_world() -> object:
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29533")
+    torch.cuda.set_device(0)
+    dist.init_process_group("nccl", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+@pytest.mark.usefixtures("one_rank_world")
+def test_125m_bf16_mfu() -> None:
+    ctx = _ctx()
+    if ctx.gpu is None or ctx.gpu.spec is None:
+        pytest.skip("unknown GPU: no spec peak for MFU")
+    cfg = TrainingConfig(model="125m", precision="bf16", batch_size=8, warmup_steps=5, steps=10)
+    ms = list(training(ctx, cfg))
+    by_metric = {m.metric: m for m in ms}
+    assert by_metric["mfu"].value > 10, by_metric["mfu"]
+    assert math.isfinite(by_metric["loss"].value)
+    assert by_metric["tokens_per_s"].value > 0 and by_metric["peak_memory_gb"].value > 0
+    assert "mfu_vs_gemm" in by_metric

@@ -1,0 +1,132 @@
+"""checkpoint benchmark on CPU under a one-process gloo group: every format, checks, cleanup."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn import functional as F
+
+from clusterbench.analysis.checkpoint import checkpoint_findings
+from clusterbench.benchmarks import _state_io as io
+from clusterbench.benchmarks import checkpoint as ck
+from clusterbench.benchmarks.training.workload import Batch, Workload
+from clusterbench.config import Thresholds
+from clusterbench.runtime.dist import DistContext
+from clusterbench.schema import Measurement, Results, RunInfo, ToolInfo
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[None]:
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def _ctx() -> DistContext:
+    return DistContext(rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0,
+                       num_nodes=1, host="h", device=CPU, backend="gloo",
+                       benchmark="checkpoint")  # fmt: skip
+
+
+def _workload(name: str, *, device: torch.device, seq_len: int | None = None) -> Workload:
+    emb = nn.Embedding(50, 32)
+    head = nn.Linear(32, 50, bias=False)
+    head.weight = emb.weight  # tied, as decoders often are: safetensors must store it once
+    model = nn.Sequential(emb, nn.Linear(32, 32), head)
+
+    def make_batch(n: int) -> Batch:
+        return torch.randint(0, 50, (n, 8)), torch.randint(0, 50, (n, 8))
+
+    def loss_fn(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits.flatten(0, 1), y.flatten())
+
+    return Workload(name="toy", kind="decoder", model=model, make_batch=make_batch,
+                    loss_fn=loss_fn, flops_per_sample=1.0, tokens_per_sample=8)  # fmt: skip
+
+
+def test_checkpoint_all_formats(
+    world: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(ck, "load_workload", _workload)
+    out = tmp_path / "ckpt"
+    out.mkdir()
+    cfg = ck.CheckpointConfig(model="toy", directory=str(out), repeats=2, stall_steps=2)
+    seen: set[Path] = set()
+    ms = []
+    for m in ck.checkpoint(_ctx(), cfg):
+        seen.update(out.rglob("*"))
+        ms.append(m)
+    assert list(out.iterdir()) == []  # everything removed
+    assert seen  # the folder existed while it ran
+    got = {(m.metric, m.params.get("format")) for m in ms}
+    for fmt in ("torch", "safetensors", "dcp"):
+        for metric in ("save_gbps", "load_gbps", "save_s", "load_s"):
+            assert (metric, fmt) in got
+    assert ("async_block_s", "dcp_async") in got and ("async_stall_pct", "dcp_async") in got
+    rates = [m for m in ms if m.metric.endswith("_gbps")]
+    assert all(m.value > 0 and m.stats is not None and m.stats.samples == 2 for m in rates)
+    free = next(m for m in ms if m.metric == "free_space_gb")
+    assert free.value > 0 and free.params["filesystem"] != ""
+    safetensors = next(
+        m for m in ms if m.metric == "save_gbps" and m.params["format"] == "safetensors"
+    )
+    torch_save = next(m for m in ms if m.metric == "save_gbps" and m.params["format"] == "torch")
+    assert safetensors.params["size_bytes"] < torch_save.params["size_bytes"]  # weights only
+
+
+def test_cleanup_on_error(world: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(ck, "load_workload", _workload)
+
+    def corrupt(*args: object, **kwargs: object) -> dict[str, object]:
+        return {}
+
+    monkeypatch.setattr(torch, "load", corrupt)  # a load that returns nothing must fail
+    cfg = ck.CheckpointConfig(model="toy", directory=str(tmp_path), formats=["torch"], repeats=1)
+    with pytest.raises(RuntimeError, match="differs from the saved one"):
+        list(ck.checkpoint(_ctx(), cfg))
+    assert list(tmp_path.iterdir()) == [tmp_path / "store"]
+
+
+def test_check_detects_a_changed_tensor() -> None:
+    state = {"model": {"w": torch.ones(3)}, "optim": {"state": {"w": {"exp_avg": torch.zeros(2)}}}}
+    expected = io.sample(state, 8)
+    assert set(expected) == {"model/w", "optim/state/w/exp_avg"}
+    io.check(expected, state, fmt="x")
+    state["model"]["w"][0] = 2.0
+    with pytest.raises(RuntimeError, match="model/w"):
+        io.check(expected, state, fmt="x")
+
+
+def _m(metric: str, value: float, **params: object) -> Measurement:
+    return Measurement(benchmark="checkpoint", metric=metric, value=value, unit="",
+                       params=params, rank=0, host="h", device="cpu:0")  # type: ignore[arg-type]  # fmt: skip
+
+
+def test_findings() -> None:
+    run = RunInfo(id="r", started="t", suite="quick", world_size=1, num_nodes=1,
+                  backend="gloo", command="c")  # fmt: skip
+    ms = [
+        _m("save_gbps", 0.2, format="torch", size_bytes=5e9),
+        _m("save_gbps", 0.1, format="dcp", size_bytes=1e6),  # tiny: latency, no verdict
+        _m("async_stall_pct", 25.0, format="dcp_async"),
+        _m("free_space_gb", 6.0, directory="/d", filesystem="ext4", checkpoint_bytes=5e9),
+    ]
+    findings = checkpoint_findings(Results(tool=ToolInfo(version="0"), run=run, measurements=ms),
+                                   Thresholds())  # fmt: skip
+    by_id = {f.id: f for f in findings}
+    assert set(by_id) == {"checkpoint.slow_save", "checkpoint.async_stall",
+                          "checkpoint.low_free_space"}  # fmt: skip
+    assert by_id["checkpoint.slow_save"].severity == "info"
+    assert "dcp" not in by_id["checkpoint.slow_save"].evidence["save_gbps"]
+    assert by_id["checkpoint.async_stall"].severity == "warn"
+    assert io.filesystem_of(Path("/")) != ""

@@ -1,0 +1,140 @@
+"""dataloader benchmark on CPU: files written and removed, rates, the planted slow loader."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from clusterbench.analysis.input_pipeline import input_findings
+from clusterbench.benchmarks import _input_data as data
+from clusterbench.benchmarks import dataloader as dl
+from clusterbench.benchmarks.training.workload import Batch, Workload
+from clusterbench.config import Thresholds
+from clusterbench.runtime.dist import DistContext
+from clusterbench.schema import Measurement, Results, RunInfo, ToolInfo
+
+CPU = torch.device("cpu")
+
+
+def _ctx() -> DistContext:
+    return DistContext(rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0,
+                       num_nodes=1, host="h", device=CPU, backend="gloo",
+                       benchmark="dataloader")  # fmt: skip
+
+
+def _decoder(seq_len: int = 16, vocab: int = 100) -> Workload:
+    model = nn.Sequential(nn.Embedding(vocab, 16), nn.Linear(16, vocab))
+
+    def make_batch(n: int) -> Batch:
+        x = torch.randint(0, vocab, (n, seq_len))
+        return x, torch.randint(0, vocab, (n, seq_len))
+
+    def loss_fn(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits.flatten(0, 1), y.flatten())
+
+    return Workload(name="toy", kind="decoder", model=model, make_batch=make_batch,
+                    loss_fn=loss_fn, flops_per_sample=1.0, tokens_per_sample=seq_len)  # fmt: skip
+
+
+def _workload(name: str, *, device: torch.device, seq_len: int | None = None) -> Workload:
+    if name == data.SMALL_CNN:
+        return data.small_cnn_workload(device=device)
+    return _decoder(seq_len or 16)
+
+
+def _results(ms: list[Measurement]) -> Results:
+    run = RunInfo(id="r", started="t", suite="quick", world_size=1, num_nodes=1,
+                  backend="gloo", command="c")  # fmt: skip
+    return Results(tool=ToolInfo(version="0"), run=run, measurements=ms)
+
+
+def test_dataloader_writes_measures_and_cleans_up(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(dl, "load_workload", _workload)
+    cfg = dl.DataloaderConfig.preset(suite="quick", device_type="cpu")
+    cfg.data_dir = str(tmp_path)
+    seen: set[Path] = set()
+    ms = []
+    for m in dl.dataloader(_ctx(), cfg):
+        seen.update(tmp_path.rglob("*"))  # while the generator runs, the files exist
+        ms.append(m)
+    assert any(p.suffix == ".jpg" for p in seen) and any(p.name == "tokens.bin" for p in seen)
+    assert list(tmp_path.iterdir()) == []  # removed afterwards
+    by_metric = {(m.metric, m.params["dataset"]) for m in ms}
+    for dataset in ("images", "tokens"):
+        for metric in ("loader_samples_per_s", "step_samples_per_s", "gpu_busy"):
+            assert (metric, dataset) in by_metric
+    assert all(m.value > 0 for m in ms)
+    assert all(0 < m.value <= 100 for m in ms if m.metric == "gpu_busy")
+
+
+def test_cleanup_on_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def broken(name: str, *, device: torch.device, seq_len: int | None = None) -> Workload:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(dl, "load_workload", broken)
+    cfg = dl.DataloaderConfig.preset(suite="quick", device_type="cpu")
+    cfg.data_dir = str(tmp_path)
+    with pytest.raises(RuntimeError, match="boom"):
+        list(dl.dataloader(_ctx(), cfg))
+    assert list(tmp_path.iterdir()) == []
+
+
+class _SlowTokens(torch.utils.data.Dataset[Batch]):
+    """Every sample takes 20 ms: far slower than the toy step consumes."""
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i: int) -> Batch:
+        time.sleep(0.02)
+        x = torch.randint(0, 100, (16,))
+        return x, x
+
+
+def test_slow_loader_is_input_bound() -> None:
+    cfg = dl.DataloaderConfig(num_workers=[0], pin_memory=[False], warmup_batches=1,
+                              measure_batches=3, train_steps=3, precision="fp32")  # fmt: skip
+    settings = dl.sweep_settings(cfg, device=CPU, cores=1)
+    ms = list(dl.measure_input(_ctx(), cfg, dataset_name="tokens", dataset=_SlowTokens(),
+                               workload=_decoder(), settings=settings, batch_size=4))  # fmt: skip
+    busy = [m for m in ms if m.metric == "gpu_busy"]
+    assert busy and all(m.value < 90 for m in busy)
+    findings = input_findings(_results(ms), Thresholds())
+    ids = {f.id for f in findings}
+    assert "dataloader.input_bound" in ids and "dataloader.slow_default_loader" in ids
+    bound = next(f for f in findings if f.id == "dataloader.input_bound")
+    assert bound.severity == "warn" and "num_workers=0" in bound.fix
+
+
+def test_sweep_caps_workers_and_pins_only_on_cuda() -> None:
+    cfg = dl.DataloaderConfig(num_workers=[0, 2, 8], pin_memory=[False, True],
+                              prefetch_factor=[2, 4])  # fmt: skip
+    cpu = dl.sweep_settings(cfg, device=CPU, cores=4)
+    assert {s.num_workers for s in cpu} == {0, 2, 4}
+    assert not any(s.pin_memory for s in cpu)
+    assert all(s.prefetch_factor is None for s in cpu if s.num_workers == 0)
+    gpu = dl.sweep_settings(cfg, device=torch.device("cuda", 0), cores=4)
+    assert len(gpu) == 2 * (1 + 2 * 2)
+
+
+def test_token_shard_windows() -> None:
+    with tempfile.TemporaryDirectory() as root:
+        shard = data.write_tokens(Path(root) / "t.bin", num=5, workload=_decoder(seq_len=8))
+        x, y = shard[2]
+        assert len(shard) == 5 and x.shape == (8,) and torch.equal(x[1:], y[:-1])
+        assert int(x.max()) < 100
+
+
+def test_config_rejects_bad_values() -> None:
+    with pytest.raises(ValueError, match="unknown dataset"):
+        dl.DataloaderConfig(datasets=["video"])
+    with pytest.raises(ValueError, match="image_format"):
+        dl.DataloaderConfig(image_format="gif")
