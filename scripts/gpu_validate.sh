@@ -2,6 +2,7 @@
 # One command for the GPU machine: GPU tests + a suite, full logs under $OUT, a short table last.
 #
 #   scripts/gpu_validate.sh [SUITE] [extra `clusterbench run` args...]
+#   scripts/gpu_validate.sh level3      # the Level 3 validation (training, dataloader, checkpoint)
 #
 # Needs python3 with torch (CUDA), rich, typer, psutil, nvidia-ml-py; wheels for anything else
 # (pydantic) may be placed in .whl/ and are installed to a private folder first.
@@ -34,6 +35,33 @@ export PYTHONPATH="$PWD/src:${PYTHONPATH:-}"
   env | grep -E '^(NCCL|TORCH_SYMM)' | sort
 } >"$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
+
+if [ "$SUITE" = level3 ]; then
+  # Level 3 on the GPUs: 1.3b MFU and DDP weak scaling, ResNet-50, a strategy sweep, then the
+  # dataloader and checkpoint benchmarks; each step bounded so one slow part cannot eat the rest.
+  python3 -m pytest tests/gpu/test_training_gpu.py -q -m gpu -p no:cacheprovider 2>&1 \
+    | tee "$OUT/pytest-gpu.log" | tail -2
+  step() {  # step NAME SECONDS ARGS...
+    local name=$1 secs=$2; shift 2
+    timeout "$secs" python3 -m clusterbench run --out "/tmp/cb-$name-$$" "$@" \
+      >"$OUT/run-$name.log" 2>&1
+    echo "$name: exit $? ($*)"
+    cp "/tmp/cb-$name-$$/results.json" "$OUT/results-$name.json" 2>/dev/null
+    python3 scripts/validate_table.py "/tmp/cb-$name-$$/results.json" >>"$OUT/table.txt" 2>&1
+  }
+  step gpt13b 230 --only training --set training.model=1.3b --set training.compile=true \
+    --set training.world_sizes=1,2 --set training.grad_accum_sweep= "$@"
+  step resnet50 80 --only training --set training.model=resnet50 --set training.batch_size=256 \
+    --set training.world_sizes=1,2 --set training.steps=20 "$@"
+  step sweep 120 --only training --set training.model=125m --set training.sweep=true \
+    --set training.world_sizes=2 --set training.sweep_precisions=bf16 \
+    --set training.sweep_compile=false --set training.sweep_steps=12 "$@"
+  step io 120 --only dataloader,checkpoint --suite quick "$@"
+  tar czf "$FINAL_OUT/logs.tgz" -C "$OUT" .
+  cp "$OUT"/table.txt "$OUT"/results-*.json "$FINAL_OUT"/ 2>/dev/null
+  cat "$OUT/table.txt"
+  exit 0
+fi
 
 python3 -m pytest tests/gpu -q -m gpu -p no:cacheprovider 2>&1 | tee "$OUT/pytest-gpu.log" | tail -5
 python3 -m clusterbench info >"$OUT/info.txt" 2>&1

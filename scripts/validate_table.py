@@ -24,6 +24,7 @@ def main(path: str) -> None:
         elif m.metric in ("pcie_link_gen", "pcie_link_width"):
             rows[f"{m.metric} under load"].append(m.value)
     _collective_rows(results, rows)
+    _training_rows(results, rows)
     print(f"run {results.run.id}: status {results.run.status}, world {results.run.world_size}")
     print(f"{'figure':<46} {'min':>9} {'max':>9}  n")
     for name in sorted(rows):
@@ -35,6 +36,47 @@ def main(path: str) -> None:
         print(f"[{f.severity}] {f.id}: {f.message}")
     for e in results.errors:
         print(f"[error] {e.message}")
+
+
+def _training_rows(results: object, rows: dict[str, list[float]]) -> None:
+    """Throughput, MFU, scaling per case; sweep fits; loader, busy and checkpoint figures."""
+    keep = {
+        "tokens_per_s_per_gpu",
+        "samples_per_s_per_gpu",
+        "mfu",
+        "mfu_vs_gemm",
+        "hfu",
+        "scaling_efficiency",
+        "peak_memory_gb",
+        "loader_samples_per_s",
+        "gpu_busy",
+        "step_samples_per_s",
+        "save_gbps",
+        "load_gbps",
+        "async_stall_pct",
+    }
+    for m in results.measurements:  # type: ignore[attr-defined]
+        if m.benchmark not in ("training", "dataloader", "checkpoint") or m.metric not in keep:
+            continue
+        p = m.params
+        parts = [
+            str(p[k])
+            for k in (
+                "series",
+                "model",
+                "strategy",
+                "precision",
+                "activation_checkpointing",
+                "compile",
+                "world_size",
+                "dataset",
+                "num_workers",
+                "pin_memory",
+                "format",
+            )
+            if k in p
+        ]
+        rows[f"{m.benchmark} {m.metric} {' '.join(parts)}"].append(m.value)
 
 
 def _collective_rows(results: object, rows: dict[str, list[float]]) -> None:
