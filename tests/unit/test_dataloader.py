@@ -138,3 +138,26 @@ def test_config_rejects_bad_values() -> None:
         dl.DataloaderConfig(datasets=["video"])
     with pytest.raises(ValueError, match="image_format"):
         dl.DataloaderConfig(image_format="gif")
+
+
+def test_defaults_below_but_best_settings_fine_is_not_input_bound() -> None:
+    from clusterbench.analysis.input_pipeline import input_findings
+    from clusterbench.config import Thresholds
+    from clusterbench.schema import Measurement, Results, RunInfo, ToolInfo
+
+    def busy(value: float, choice: str, workers: int) -> Measurement:
+        return Measurement(
+            benchmark="dataloader", metric="gpu_busy", value=value, unit="%", rank=0, host="h",
+            device="cuda:0", params={"dataset": "tokens", "num_workers": workers,
+                                     "pin_memory": False, "prefetch_factor": None,
+                                     "choice": choice},
+        )  # fmt: skip
+
+    run = RunInfo(id="r", started="t", suite="quick", world_size=1, num_nodes=1,
+                  backend="nccl", command="c")  # fmt: skip
+    fixed = Results(tool=ToolInfo(version="0"), run=run,
+                    measurements=[busy(93.0, "best", 4), busy(85.0, "default", 0)])  # fmt: skip
+    assert [f.id for f in input_findings(fixed, Thresholds())] == []
+    still = Results(tool=ToolInfo(version="0"), run=run,
+                    measurements=[busy(60.0, "best", 4), busy(40.0, "default", 0)])  # fmt: skip
+    assert [f.id for f in input_findings(still, Thresholds())] == ["dataloader.input_bound"]
