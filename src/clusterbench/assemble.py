@@ -16,6 +16,7 @@ from typing import Any
 from clusterbench.runtime.launch import WorkerFailure
 from clusterbench.schema import (
     ErrorRecord,
+    Finding,
     HostInfo,
     Measurement,
     NcclRankInfo,
@@ -91,6 +92,7 @@ def assemble_results(
         ],
         errors=errors,
         nccl=[NcclRankInfo.model_validate(r["data"]) for r in records if r["kind"] == "nccl"],
+        findings=[Finding.model_validate(r["data"]) for r in records if r["kind"] == "finding"],
     )
 
 

@@ -69,7 +69,9 @@ def finalize(
     if running and results.run.status == "failed" and not results.errors:
         results.run.status = "running"
         results.run.finished = None
-    results.findings = analyze(results, spec.config.thresholds)
+    # Findings benchmarks recorded themselves (e.g. doctor's checks) come first, then analysis.
+    recorded = results.findings
+    results.findings = [*recorded, *analyze(results, spec.config.thresholds)]
     write_results(Path(spec.run_dir), results)
     return results
 

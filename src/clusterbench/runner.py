@@ -209,6 +209,7 @@ def _join(
     if error:
         raise ConfigError(error)
     spec.run_dir, spec.run_id = run_dir_name, Path(run_dir_name).name
+    ctx.run_dir = Path(spec.run_dir)
     Path(spec.run_dir).mkdir(parents=True, exist_ok=True)  # other nodes' local copy
     log = RankLog(Path(spec.run_dir), ctx.rank)
     try:

@@ -25,7 +25,7 @@ from clusterbench.runtime.dist import DistContext, init_distributed
 from clusterbench.runtime.nccl_debug import debug_env, debug_log_path, parse_nccl_log
 from clusterbench.runtime.records import RankLog, read_rank_file, read_records
 from clusterbench.runtime.watchdog import Deadline
-from clusterbench.schema import Results
+from clusterbench.schema import Finding, Results
 
 __all__ = ["BenchmarkFailed", "exit_after_failure", "make_context", "run_benchmarks", "worker_main"]
 
@@ -86,6 +86,7 @@ def make_context(spec: RunSpec) -> DistContext:
     init_distributed(backend=backend, device=device, timeout_s=spec.config.timeout_s)
     host = socket.gethostname()
     ctx = DistContext(
+        run_dir=Path(spec.run_dir) if spec.run_dir else None,
         rank=rank,
         world_size=world,
         local_rank=local_rank,
@@ -198,8 +199,9 @@ def _run_one(
     with Deadline(timeout_s, on_timeout, grace_s=_grace(timeout_s), grace_if=lambda: ctx.waiting):
         try:
             ctx.barrier()
-            for m in bench.fn(ctx, cfg):
-                log.write("measurement", data=m.model_dump(mode="json"))
+            for item in bench.fn(ctx, cfg):
+                kind = "finding" if isinstance(item, Finding) else "measurement"
+                log.write(kind, data=item.model_dump(mode="json"))
             ctx.barrier()
         except Exception as exc:
             while_waiting = ctx.waiting or ctx.wait_failed

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from clusterbench.runtime.dist import DistContext
-from clusterbench.schema import Measurement
+from clusterbench.schema import Finding, Measurement
 
 __all__ = ["BenchmarkSpec", "Scope", "all_benchmarks", "get", "register"]
 
 Scope = Literal["per_device", "collective", "workload"]
 DeviceType = Literal["cuda", "cpu"]
-BenchmarkFn = Callable[[DistContext, Any], Iterable[Measurement]]
+BenchmarkFn = Callable[[DistContext, Any], Iterable[Measurement | Finding]]
+"""A benchmark yields measurements, and may yield findings of its own (checks such as doctor's)."""
 
 # Modules whose import registers the built-in benchmarks.
 _BUILTIN_MODULES = (

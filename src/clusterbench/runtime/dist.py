@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, Protocol
 
 import torch
@@ -56,6 +57,8 @@ class DistContext:
     benchmark: str = ""
     """The benchmark running now; set by the runner."""
     progress: Progress = field(default_factory=NullProgress)
+    run_dir: Path | None = None
+    """The run folder, for benchmarks that keep files (traces, logs) with the results."""
     waiting: bool = False
     """True while this rank only waits for others (barriers, gathers): a failure or timeout
     then is a consequence of another rank's, not this rank's own."""
