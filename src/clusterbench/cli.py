@@ -151,6 +151,30 @@ def info(
 
 
 @app.command()
+def doctor(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable JSON.")] = False,
+    checkpoint_dir: Annotated[
+        Path | None,
+        typer.Option(help="Checkpoint folder to check for file system and free space."),
+    ] = None,
+) -> None:
+    """Check this node's configuration and GPU health in seconds (exit 1 on a fail finding)."""
+    import os
+
+    from clusterbench.doctor import run_checks
+    from clusterbench.hardware.probe import probe_host
+    from clusterbench.report.doctor import render_findings
+
+    host = probe_host()
+    findings = run_checks(host=host, env=os.environ, checkpoint_dir=checkpoint_dir)
+    if as_json:
+        typer.echo(json.dumps([f.model_dump(mode="json") for f in findings], indent=2))
+    else:
+        render_findings(findings, _console(), host=host.hostname)
+    raise typer.Exit(1 if any(f.severity == "fail" for f in findings) else 0)
+
+
+@app.command()
 def launch(
     run_args: Annotated[
         list[str] | None,

@@ -133,18 +133,18 @@ LEVEL3 = ("training", "dataloader", "checkpoint")
 
 
 def quick(device_type: str) -> dict[str, Any]:
-    """Level 1 and a short collective sweep at small sizes: a few minutes a node."""
-    return _preset((*LEVEL1, "collectives"), "quick", device_type)
+    """Doctor, Level 1 and a short collective sweep at small sizes: a few minutes a node."""
+    return _preset(("doctor", *LEVEL1, "collectives"), "quick", device_type)
 
 
 def standard(device_type: str) -> dict[str, Any]:
-    """Every level at moderate sizes."""
-    return _preset((*LEVEL1, *LEVEL2, *LEVEL3), "standard", device_type)
+    """Doctor and every level at moderate sizes."""
+    return _preset(("doctor", *LEVEL1, *LEVEL2, *LEVEL3), "standard", device_type)
 
 
 def full(device_type: str) -> dict[str, Any]:
-    """Long sweeps at the largest sizes."""
-    return _preset((*LEVEL1, *LEVEL2, *LEVEL3), "full", device_type)
+    """Doctor and long sweeps at the largest sizes."""
+    return _preset(("doctor", *LEVEL1, *LEVEL2, *LEVEL3), "full", device_type)
 
 
 SUITES: dict[str, Callable[[str], dict[str, Any]]] = {

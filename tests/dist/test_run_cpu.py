@@ -52,7 +52,10 @@ def test_quick_suite_on_two_cpu_workers(tmp_path: Path) -> None:
         by_bench.setdefault(m.benchmark, set()).add(m.rank)
         assert m.host == HOST and m.unit
     # collectives are recorded once per group, by the group's rank 0
-    assert by_bench == {"gemm": {0, 1}, "memory": {0, 1}, "collectives": {0}}
+    # doctor: local rank 0 of each node runs the host checks
+    assert by_bench == {"doctor": {0}, "gemm": {0, 1}, "memory": {0, 1}, "collectives": {0}}
+    doctor_ids = {f.id for f in results.findings if f.id.startswith("doctor.")}
+    assert "doctor.storage.checkpoint_dir" in doctor_ids
     best = [m for m in results.measurements if m.metric == "tflops_best"]
     assert best and all(m.value > 0 and m.params["dtype"] for m in best)
     assert (out / "summary.md").read_text().startswith("#")

@@ -10,7 +10,7 @@ from clusterbench.config import ConfigError, Thresholds, build_run_config
 def test_quick_suite_on_cpu_selects_level1() -> None:
     cfg = build_run_config(device_type="cpu")
     assert cfg.suite == "quick"
-    assert list(cfg.benchmarks) == ["gemm", "memory", "transfer", "collectives"]
+    assert list(cfg.benchmarks) == ["doctor", "gemm", "memory", "transfer", "collectives"]
     assert cfg.timeout_s == 900.0
     assert cfg.thresholds == Thresholds()
 
@@ -50,10 +50,10 @@ def test_only_and_skip() -> None:
     cfg = build_run_config(device_type="cpu", only=["memory", "selftest"])
     assert list(cfg.benchmarks) == ["memory", "selftest"]
     cfg = build_run_config(device_type="cpu", skip=["transfer"])
-    assert list(cfg.benchmarks) == ["gemm", "memory", "collectives"]
+    assert list(cfg.benchmarks) == ["doctor", "gemm", "memory", "collectives"]
     cfg = build_run_config(device_type="cpu", suite="standard")
     assert list(cfg.benchmarks) == [
-        "gemm", "memory", "transfer", "collectives", "network",
+        "doctor", "gemm", "memory", "transfer", "collectives", "network",
         "training", "dataloader", "checkpoint",
     ]  # fmt: skip
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from clusterbench.analysis.attribution_findings import attribution_findings
 from clusterbench.analysis.checkpoint import checkpoint_findings
 from clusterbench.analysis.collectives import collective_findings
 from clusterbench.analysis.input_pipeline import input_findings
@@ -37,6 +38,7 @@ def analyze(results: Results, thresholds: Thresholds) -> list[Finding]:
         *input_findings(results, thresholds),
         *checkpoint_findings(results, thresholds),
         *training_findings(results, thresholds),
+        *attribution_findings(results, thresholds),
         *peer_outliers(
             results.measurements,
             mads=thresholds.outlier_mads,

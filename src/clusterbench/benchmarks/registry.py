@@ -19,6 +19,7 @@ BenchmarkFn = Callable[[DistContext, Any], Iterable[Measurement | Finding]]
 
 # Modules whose import registers the built-in benchmarks.
 _BUILTIN_MODULES = (
+    "clusterbench.benchmarks.doctor",
     "clusterbench.benchmarks.gemm",
     "clusterbench.benchmarks.memory",
     "clusterbench.benchmarks.transfer",
@@ -28,6 +29,7 @@ _BUILTIN_MODULES = (
     "clusterbench.benchmarks.dataloader",
     "clusterbench.benchmarks.checkpoint",
     "clusterbench.benchmarks.training.bench",
+    "clusterbench.benchmarks.attribution",
 )
 
 

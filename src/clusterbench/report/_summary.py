@@ -376,6 +376,12 @@ def _training_section(ms: list[Measurement], multi_host: bool) -> Section:
     return training_section(ms, multi_host)
 
 
+def _attribution_section(ms: list[Measurement], multi_host: bool) -> Section:
+    from clusterbench.report._attribution import attribution_section
+
+    return attribution_section(ms, multi_host)
+
+
 _BUILDERS: dict[str, Callable[[list[Measurement], bool], Section]] = {
     "gemm": _gemm_section,
     "memory": _memory_section,
@@ -383,4 +389,5 @@ _BUILDERS: dict[str, Callable[[list[Measurement], bool], Section]] = {
     "collectives": _collectives_section,
     "network": _network_section,
     "training": _training_section,
+    "attribution": _attribution_section,
 }

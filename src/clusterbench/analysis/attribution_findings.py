@@ -1,0 +1,180 @@
+"""Verdicts on the attribution benchmark: what the run is bound by and what to change, joined
+with the Level 1-3 evidence present in the same results; and the straggler everyone waits for.
+
+Pure functions: a :class:`~clusterbench.schema.Results` in, findings out.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from typing import Any
+
+from clusterbench.analysis._common import scope_label, select
+from clusterbench.analysis.collectives import low_busbw_findings
+from clusterbench.schema import Finding, Measurement, Results
+
+__all__ = [
+    "STRAGGLER_MIN_SPREAD_PCT",
+    "attribution_findings",
+    "straggler_findings",
+    "verdict_findings",
+]
+
+_BENCH = "attribution"
+_CLASSES = ("compute", "memory", "communication", "coordination")
+STRAGGLER_MIN_SPREAD_PCT = 5.0
+"""A rank starting its collectives later than the earliest by this share of the step (and at
+least 1 ms) is a straggler candidate."""
+_MIN_SPREAD_MS = 1.0
+_FIXES = {
+    "compute": (
+        "The GPUs are doing the model's math: raise the per-GPU batch, torch.compile "
+        "(--set training.compile=true), bf16, and faster kernels (FlashAttention, cuBLASLt); "
+        "beyond that only more or faster GPUs help."
+    ),
+    "memory": (
+        "Memory-bound kernels dominate: fuse elementwise work (torch.compile), use a fused "
+        "optimizer (AdamW fused=True) and fused norms, and a larger batch to raise intensity."
+    ),
+    "communication": (
+        "Overlap communication with backward (DDP bucket_cap_mb, FSDP2 prefetch), pick the "
+        "sharding by the network (DDP / zero1 move less than fsdp2 per step), raise the batch or "
+        "gradient accumulation, and check NCCL's transport (NCCL_DEBUG=INFO: NVLink/RDMA, not "
+        "sockets) and the collectives benchmark's busbw against the link."
+    ),
+    "coordination": (
+        "The GPUs wait: feed the input pipeline (DataLoader workers, pinned memory), find the "
+        "straggler (below) and its cause, and cut host launch overhead with CUDA graphs / "
+        "torch.compile(mode='reduce-overhead')."
+    ),
+}
+
+
+def attribution_findings(results: Results, thresholds: Any) -> list[Finding]:
+    min_spread = float(getattr(thresholds, "straggler_min_spread_pct", STRAGGLER_MIN_SPREAD_PCT))
+    stragglers = straggler_findings(results, min_spread_pct=min_spread)
+    return [*verdict_findings(results, stragglers=stragglers), *stragglers]
+
+
+def _by_rank(results: Results) -> dict[int, dict[str, Measurement]]:
+    out: dict[int, dict[str, Measurement]] = defaultdict(dict)
+    for m in results.measurements:
+        if m.benchmark == _BENCH:
+            out[m.rank][m.metric] = m
+    return out
+
+
+def _mean(ranks: dict[int, dict[str, Measurement]], metric: str) -> float:
+    values = [r[metric].value for r in ranks.values() if metric in r]
+    return statistics.fmean(values) if values else 0.0
+
+
+def verdict_findings(results: Results, *, stragglers: list[Finding] | None = None) -> list[Finding]:
+    """The run's dominant class (mean over ranks) with its evidence and fix."""
+    ranks = {r: ms for r, ms in _by_rank(results).items() if all(c in ms for c in _CLASSES)}
+    if not ranks:
+        return []
+    shares = {c: _mean(ranks, c) for c in _CLASSES}
+    bound = max(shares, key=lambda c: shares[c])
+    overlapped = _mean(ranks, "communication_overlapped")
+    units = "GPUs" if results.run.backend == "nccl" else "CPU ranks"
+    split = ", ".join(f"{c} {v:.0f}%" for c, v in shares.items())
+    label = "exposed communication" if bound == "communication" else bound
+    evidence = _evidence(results, bound, stragglers=stragglers or [])
+    message = (
+        f"This run is {bound}-bound: {shares[bound]:.0f}% {label} at {len(ranks)} {units} "
+        f"({split}; {overlapped:.0f}% communication overlapped)."
+        + "".join(f" {e}" for e in evidence)
+    )
+    return [
+        Finding(
+            id="attribution.verdict",
+            severity="info" if bound == "compute" else "warn",
+            scope="run",
+            message=message,
+            evidence={
+                "bound": bound,
+                "shares_pct": shares,
+                "overlapped_pct": overlapped,
+                "num_ranks": len(ranks),
+                "joined": evidence,
+            },
+            fix=_FIXES[bound],
+        )
+    ]
+
+
+def _evidence(results: Results, bound: str, *, stragglers: list[Finding]) -> list[str]:
+    """One sentence per piece of Level 1-3 evidence that bears on ``bound``."""
+    if bound == "communication":
+        low = low_busbw_findings(results, min_efficiency=0.8)
+        out = [f"Level 2: {f.message}" for f in low[:2]]
+        out += [f"NCCL on {i.host} rank {i.rank} uses {sorted(i.transports)}." for i in
+                results.nccl[:1] if i.transports]  # fmt: skip
+        return out
+    if bound == "compute":
+        mfu = select(results, benchmark="training", metric="mfu")
+        gemm = [m for m in select(results, benchmark="gemm", metric="tflops_best") if m.reference]
+        out = [f"Level 3: MFU {max(m.value for m in mfu):.0f}%."] if mfu else []
+        if gemm:
+            eff = min(100 * m.value / m.reference.value for m in gemm if m.reference)
+            out.append(f"Level 1: the slowest GEMM reaches {eff:.0f}% of its spec peak.")
+        return out
+    if bound == "memory":
+        hbm = [m for m in select(results, benchmark="memory", metric="bandwidth") if m.reference]
+        return [
+            f"Level 1: HBM bandwidth {m.value:.0f} of {m.reference.value:.0f} {m.unit}."
+            for m in hbm[:1]
+            if m.reference
+        ]
+    busy = select(results, benchmark="dataloader", metric="gpu_busy")
+    out = [f"Level 3: the device is {min(m.value for m in busy):.0f}% busy with the real "
+           "DataLoader."] if busy else []  # fmt: skip
+    return out + [s.message for s in stragglers[:1]]
+
+
+def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Finding]:
+    """The rank everyone waits for: it starts its collectives last, by a spread above
+    ``min_spread_pct`` of the step, and has the least coordination while the others wait."""
+    ranks = {
+        r: ms
+        for r, ms in _by_rank(results).items()
+        if {"collective_start_lateness_ms", "coordination", "step_time_ms"} <= set(ms)
+    }
+    if len(ranks) < 2:
+        return []
+    late = {r: ms["collective_start_lateness_ms"].value for r, ms in ranks.items()}
+    rank = max(late, key=lambda r: late[r])
+    step_ms = statistics.median(ms["step_time_ms"].value for ms in ranks.values())
+    others = [ms["coordination"].value for r, ms in ranks.items() if r != rank]
+    own = ranks[rank]["coordination"].value
+    if late[rank] < max(_MIN_SPREAD_MS, step_ms * min_spread_pct / 100) or own >= min(others):
+        return []
+    m = ranks[rank]["step_time_ms"]
+    return [
+        Finding(
+            id="attribution.straggler",
+            severity="fail",
+            scope=scope_label(m.host, m.device),
+            message=(
+                f"Rank {rank} ({m.host} {m.device}) is the straggler: it starts its collectives "
+                f"{late[rank]:.1f} ms after the earliest rank (median; step {step_ms:.1f} ms), "
+                f"and spends {own:.0f}% of the step waiting while the others wait "
+                f"{statistics.fmean(others):.0f}%."
+            ),
+            evidence={
+                "rank": rank,
+                "host": m.host,
+                "device": m.device,
+                "lateness_ms": late,
+                "coordination_pct": {r: ms["coordination"].value for r, ms in ranks.items()},
+            },
+            fix=(
+                "Look at that GPU: clocks and throttling (nvidia-smi -q -d PERFORMANCE,CLOCK), "
+                "its Level 1 results against its peers, its host's CPU load and input pipeline; "
+                "its trace (traces/rank-NNNNN.pt.trace.json.gz) shows what it does while the "
+                "others wait."
+            ),
+        )
+    ]

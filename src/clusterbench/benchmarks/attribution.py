@@ -1,0 +1,201 @@
+"""The ``attribution`` benchmark (Level 3): where the time of a training step goes, per rank.
+
+Every rank trains the ``training`` workload, then profiles a few steps with torch.profiler
+(Kineto; a wait / warm-up / active schedule) and keeps the trace, gzip-compressed, at
+``traces/rank-NNNNN.pt.trace.json.gz`` in the run folder (it opens in Perfetto or
+TensorBoard).  Each profiled step is split into compute, memory, communication and
+coordination (:mod:`clusterbench.analysis.attribution`), after the ranks have exchanged their
+collectives' start offsets and durations: the time a collective waited for the last rank is
+coordination, and the spread of start offsets shows the straggler.  The profiler's own cost is
+measured: the same number of steps timed without and with it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from clusterbench.analysis import attribution as attr
+from clusterbench.benchmarks import _attribution_run as run
+from clusterbench.benchmarks.registry import register
+from clusterbench.benchmarks.training.bench import TrainingConfig
+from clusterbench.benchmarks.training.strategies import matmul_precision
+from clusterbench.runtime.dist import DistContext
+from clusterbench.schema import Measurement, ParamValue, Stats
+
+if TYPE_CHECKING:
+    from typing import Self
+
+__all__ = ["AttributionConfig", "attribution"]
+
+
+@dataclass(kw_only=True, slots=True)
+class AttributionConfig:
+    """Settings of the ``attribution`` benchmark; the workload fields mirror ``training``'s."""
+
+    model: str = "tiny"
+    """A ``training`` preset, or comm_heavy / gemm_heavy (attribution-only MLPs, DDP + SGD,
+    built to be communication- and compute-bound: checks of the attribution)."""
+    strategy: str = "ddp"
+    """As ``training.strategy`` (ignored by comm_heavy / gemm_heavy)."""
+    precision: str = "bf16"
+    """As ``training.precision``."""
+    batch_size: int = 8
+    """Samples per GPU per micro-step."""
+    seq_len: int | None = None
+    """Decoder sequence length; None: the preset's."""
+    grad_accum: int = 1
+    """Micro-steps per optimizer step."""
+    activation_checkpointing: bool = False
+    """As ``training.activation_checkpointing``."""
+    compile: bool = False
+    """torch.compile every block."""
+    warmup_steps: int = 3
+    """Untimed steps before anything is timed (compilation, allocator, NCCL set-up)."""
+    wait: int = 1
+    """Profiler schedule: steps skipped after the profiler starts."""
+    warmup: int = 2
+    """Profiler schedule: steps traced but discarded (the profiler's own warm-up)."""
+    active: int = 3
+    """Profiler schedule: steps recorded and attributed; as many are timed without it."""
+    keep_traces: bool = True
+    """Keep every rank's trace in the run folder (traces/rank-NNNNN.pt.trace.json.gz)."""
+    input_delay_ms: float = 0.0
+    """Sleep this long before every step on every rank, as a slow input pipeline would: a
+    planted cause that must come out coordination-bound (a check of the attribution)."""
+    delay_rank: int = -1
+    """Give this rank delay_ms of extra device work per step (a slower GPU): it must come
+    out as the straggler.  -1: none."""
+    delay_ms: float = 0.0
+    """Extra device work per step on delay_rank."""
+
+    def __post_init__(self) -> None:
+        if self.model not in run.LOCAL_MODELS:
+            self.training_config()  # validates model, strategy, precision, ...
+        for name in ("batch_size", "grad_accum", "active"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("warmup_steps", "wait", "warmup", "input_delay_ms", "delay_ms"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+    def training_config(self) -> TrainingConfig:
+        """The ``training`` settings of the same workload."""
+        return TrainingConfig(
+            model=self.model, strategy=self.strategy, precision=self.precision,
+            batch_size=self.batch_size, seq_len=self.seq_len, grad_accum=self.grad_accum,
+            activation_checkpointing=self.activation_checkpointing, compile=self.compile,
+        )  # fmt: skip
+
+    @classmethod
+    def preset(cls, *, suite: str, device_type: str) -> Self:
+        """The ``training`` preset's workload; a shorter profile on CPU."""
+        t = TrainingConfig.preset(suite=suite, device_type=device_type)
+        short = device_type == "cpu"
+        return cls(
+            model=t.model, strategy=t.strategy, precision=t.precision, batch_size=t.batch_size,
+            seq_len=t.seq_len, grad_accum=t.grad_accum, compile=t.compile,
+            activation_checkpointing=t.activation_checkpointing,
+            warmup_steps=2 if short else 10, wait=1, warmup=1 if short else 2,
+            active=2 if short else 3,
+        )  # fmt: skip
+
+
+def _peaks(ctx: DistContext, precision: str) -> attr.Peaks | None:
+    spec = ctx.gpu.spec if ctx.gpu is not None else None
+    tflops = spec.dense_tflops.get(precision) if spec is not None else None
+    if spec is None or not tflops or spec.hbm_gbps <= 0:
+        return None
+    return attr.Peaks(flops_per_s=tflops * 1e12, bytes_per_s=spec.hbm_gbps * 1e9)
+
+
+def _trace_path(ctx: DistContext, scratch: Path) -> Path:
+    folder = (ctx.run_dir or scratch) / "traces"
+    return folder / f"rank-{ctx.rank:05d}.pt.trace.json.gz"
+
+
+def _params(ctx: DistContext, cfg: AttributionConfig, **extra: ParamValue) -> dict[str, ParamValue]:
+    return {
+        "model": cfg.model, "strategy": cfg.strategy, "precision": cfg.precision,
+        "world_size": ctx.world_size, "batch_size": cfg.batch_size, "grad_accum": cfg.grad_accum,
+        "compile": cfg.compile, "backend": ctx.backend, **extra,
+    }  # fmt: skip
+
+
+@register("attribution", level=3, scope="workload", config=AttributionConfig)
+def attribution(ctx: DistContext, cfg: AttributionConfig) -> Iterator[Measurement]:
+    """Step time split into compute, memory, communication and coordination, per rank."""
+    ctx.progress.start(cfg.warmup_steps + 2 * cfg.active + cfg.wait + cfg.warmup)
+    with tempfile.TemporaryDirectory() as scratch, matmul_precision(cfg.precision):
+        step = run.build_step(ctx, cfg)
+        profiled = run.profile_steps(ctx, cfg, step=step, trace=_trace_path(ctx, Path(scratch)))
+        ctx.barrier()
+        events = run.load_trace_events(profiled.trace)
+        if not cfg.keep_traces:
+            profiled.trace.unlink()
+    peaks = _peaks(ctx, cfg.precision)
+    mine = {s.step: s.collectives for s in attr.step_breakdowns(events, peaks=peaks)}
+    everyone = ctx.all_gather(_plain(mine))
+    per_rank = [_unplain(r) for r in everyone]
+    waits = attr.collective_waits(per_rank)[ctx.rank]
+    steps = attr.step_breakdowns(events, peaks=peaks, waits_ms=waits)
+    spreads, lateness = attr.start_lateness(per_rank)
+    trace = (
+        str(profiled.trace.relative_to(ctx.run_dir)) if ctx.run_dir and cfg.keep_traces else None
+    )
+    params = _params(ctx, cfg, rank_step="mean", num_steps=len(steps), trace=trace)
+    yield from _class_measurements(ctx, steps=steps, params=params)
+    step_ms = [s.step_ms for s in steps]
+    yield ctx.measurement(metric="step_time_ms", value=statistics.median(step_ms), unit="ms",
+                          params=params, stats=Stats.from_samples(step_ms))  # fmt: skip
+    overhead = run.overhead_pct(profiled)
+    yield ctx.measurement(metric="profiler_overhead_pct", value=overhead, unit="%", params=params)
+    yield from _straggler_measurements(ctx, spreads=spreads, lateness=lateness[ctx.rank],
+                                       params=params)  # fmt: skip
+
+
+def _class_measurements(
+    ctx: DistContext, *, steps: list[attr.StepBreakdown], params: dict[str, ParamValue]
+) -> Iterator[Measurement]:
+    shares = attr.mean_percentages(steps)
+    per_step = [s.percentages() for s in steps]
+    for metric in attr.CLASSES:
+        samples = [p[metric] for p in per_step]
+        yield ctx.measurement(metric=metric, value=shares[metric], unit="%", params=params,
+                              stats=Stats.from_samples(samples))  # fmt: skip
+    # the split of communication: exposed (the class above) and overlapped (under compute)
+    yield ctx.measurement(metric="communication_exposed", value=shares["communication"],
+                          unit="%", params=params)  # fmt: skip
+    overlapped = shares["communication_overlapped"]
+    yield ctx.measurement(metric="communication_overlapped", value=overlapped, unit="%",
+                          params=params)  # fmt: skip
+
+
+def _straggler_measurements(
+    ctx: DistContext, *, spreads: list[float], lateness: list[float], params: dict[str, ParamValue]
+) -> Iterator[Measurement]:
+    if not spreads:
+        return  # one rank, or no collectives to match
+    if ctx.rank == 0:
+        yield ctx.measurement(
+            metric="collective_start_spread_ms", value=statistics.median(spreads), unit="ms",
+            params={**params, "num_collectives": len(spreads)},
+            stats=Stats.from_samples(spreads),
+        )  # fmt: skip
+    # how far behind the earliest rank this rank starts its collectives (0: never last)
+    yield ctx.measurement(
+        metric="collective_start_lateness_ms", value=statistics.median(lateness), unit="ms",
+        params=params, stats=Stats.from_samples(lateness),
+    )  # fmt: skip
+
+
+def _plain(collectives: dict[int, tuple[attr.Collective, ...]]) -> dict[int, list[tuple]]:
+    return {n: [(c.name, c.offset_ms, c.duration_ms) for c in cs] for n, cs in collectives.items()}
+
+
+def _unplain(obj: dict[int, list[tuple]]) -> dict[int, list[attr.Collective]]:
+    return {n: [attr.Collective(*c) for c in cs] for n, cs in obj.items()}

@@ -1,0 +1,40 @@
+"""The attribution part of the summary: one row per rank, where its step time goes."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from clusterbench.report._summary import Grid, Section, format_value
+from clusterbench.schema import Measurement
+
+__all__ = ["attribution_section"]
+
+_HEADER = (
+    "rank", "device", "step ms", "compute %", "memory %", "comm. exposed %",
+    "comm. overlapped %", "coordination %", "collective lateness ms", "profiler overhead %",
+)  # fmt: skip
+_METRICS = (
+    "step_time_ms", "compute", "memory", "communication", "communication_overlapped",
+    "coordination", "collective_start_lateness_ms", "profiler_overhead_pct",
+)  # fmt: skip
+
+
+def _cell(metrics: dict[str, Measurement], name: str) -> str:
+    m = metrics.get(name)
+    return format_value(m.value, m.unit) if m is not None else "-"
+
+
+def attribution_section(ms: list[Measurement], multi_host: bool) -> Section:
+    by_rank: dict[int, dict[str, Measurement]] = defaultdict(dict)
+    for m in ms:
+        by_rank[m.rank][m.metric] = m
+    rows = []
+    for rank, metrics in sorted(by_rank.items()):
+        first = next(iter(metrics.values()))
+        where = f"{first.host}/{first.device}" if multi_host else first.device
+        rows.append((str(rank), where, *(_cell(metrics, name) for name in _METRICS)))
+    spread = next((m for m in ms if m.metric == "collective_start_spread_ms"), None)
+    title = "attribution: where each rank's step time goes (mean over the profiled steps)"
+    if spread is not None:
+        title += f"; collective start spread {format_value(spread.value)} ms (median)"
+    return Section("attribution", grids=[Grid(title=title, header=_HEADER, rows=rows)])
