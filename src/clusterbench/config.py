@@ -129,7 +129,7 @@ def _benchmark_preset(spec: registry.BenchmarkSpec, suite: str, device_type: str
 
 LEVEL1 = ("gemm", "memory", "transfer")
 LEVEL2 = ("collectives", "network")
-LEVEL3 = ("training", "dataloader", "checkpoint")
+LEVEL3 = ("training", "dataloader", "checkpoint", "attribution")
 
 
 def quick(device_type: str) -> dict[str, Any]:
@@ -255,6 +255,23 @@ def _parse_set(item: str) -> tuple[str, str, str]:
     return section, name, value.strip()
 
 
+# attribution profiles the training workload: `training` settings describe its workload too
+_MIRRORED_SECTIONS = {"training": "attribution"}
+
+
+def _mirror(
+    section: str, values: Any, *, benchmarks: dict[str, Any], source: str, strings: bool
+) -> None:
+    other = _MIRRORED_SECTIONS.get(section)
+    if other is None or other not in benchmarks or not isinstance(values, dict):
+        return
+    target = benchmarks[other]
+    names = {f.name for f in dataclasses.fields(target)}
+    for key, value in values.items():
+        if key in names:
+            _set_field(target, section=other, key=key, value=value, source=source, strings=strings)
+
+
 def _apply_section(
     section: str,
     values: Any,
@@ -264,6 +281,7 @@ def _apply_section(
     source: str = "--set",
     strings: bool = False,
 ) -> None:
+    _mirror(section, values, benchmarks=benchmarks, source=source, strings=strings)
     if section == "thresholds":
         target: Any = thresholds
     elif section in benchmarks:

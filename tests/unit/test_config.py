@@ -54,7 +54,7 @@ def test_only_and_skip() -> None:
     cfg = build_run_config(device_type="cpu", suite="standard")
     assert list(cfg.benchmarks) == [
         "doctor", "gemm", "memory", "transfer", "collectives", "network",
-        "training", "dataloader", "checkpoint",
+        "training", "dataloader", "checkpoint", "attribution",
     ]  # fmt: skip
 
 
@@ -97,3 +97,17 @@ def test_malformed_and_unknown_toml(tmp_path: Path) -> None:
         build_run_config(device_type="cpu", config_file=wrong_type)
     with pytest.raises(ConfigError, match="not found"):
         build_run_config(device_type="cpu", config_file=tmp_path / "missing.toml")
+
+
+def test_training_settings_also_describe_the_attribution_workload() -> None:
+    cfg = build_run_config(
+        device_type="cpu", only=["attribution"], sets=["training.model=gemm_heavy"]
+    )
+    assert cfg.benchmarks["attribution"].model == "gemm_heavy"
+    cfg = build_run_config(
+        device_type="cpu",
+        only=["training", "attribution"],
+        sets=["training.batch_size=3", "attribution.batch_size=5"],
+    )
+    assert cfg.benchmarks["training"].batch_size == 3
+    assert cfg.benchmarks["attribution"].batch_size == 5

@@ -38,7 +38,7 @@ _LOWER_IS_BETTER = frozenset({"s", "ms", "us", "µs", "ns"})
 _NOT_COMPARED = frozenset({"ratio", "gen", "lanes"})
 # selftest's sync_time is time spent waiting at a barrier for the *slowest* rank, so the fastest
 # rank looks worst; it checks the launcher, not the hardware.
-_SKIP_BENCHMARKS = frozenset({"selftest"})
+_SKIP_BENCHMARKS = frozenset({"selftest", "attribution"})
 _PAIR_METRICS = frozenset({"p2p_bandwidth"})
 # Params that describe an outcome or a placement rather than the work asked for: the best
 # GEMM's shape differs between healthy GPUs, and GPUs on different NUMA nodes are still peers
