@@ -82,6 +82,9 @@ class Thresholds:
     """Training slowed by more than this % during an asynchronous checkpoint save -> warn."""
     checkpoint_min_free_ratio: float = 2.0
     """Free space in the checkpoint directory below this many checkpoints -> warn."""
+    straggler_min_spread_pct: float = 5.0
+    """A rank whose collectives start later than the others by more than this % of the step
+    is the straggler -> fail."""
     outlier_mads: float = 3.0
     """A device this many scaled MADs below its peers is an outlier -> fail."""
     outlier_min_rel: float = 0.05
