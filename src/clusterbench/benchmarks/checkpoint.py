@@ -33,6 +33,7 @@ import torch.distributed as dist
 
 from clusterbench.benchmarks import _input_data as data
 from clusterbench.benchmarks import _state_io as io
+from clusterbench.benchmarks._settings import check_suite
 from clusterbench.benchmarks.dataloader import load_workload
 from clusterbench.benchmarks.registry import register
 from clusterbench.runtime.dist import DistContext
@@ -81,10 +82,7 @@ class CheckpointConfig:
     @classmethod
     def preset(cls, *, suite: str, device_type: str) -> Self:
         """Settings of ``suite`` (quick, standard, full) on ``device_type`` (cuda, cpu)."""
-        if suite not in ("quick", "standard", "full"):
-            raise ValueError(f"unknown suite {suite!r} (choose from quick, standard, full)")
-        if device_type not in ("cuda", "cpu"):
-            raise ValueError(f"unknown device type {device_type!r} (choose from cuda, cpu)")
+        check_suite(suite, device_type)
         repeats = 1 if suite == "quick" else 3
         if device_type == "cpu":
             return cls(model="tiny", repeats=repeats, stall_steps=3)

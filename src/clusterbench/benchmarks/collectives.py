@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import psutil
 import torch
 
+from clusterbench.benchmarks._settings import check_suite
 from clusterbench.benchmarks.collectives_groups import (
     GROUP_KINDS,
     GroupHandle,
@@ -119,10 +120,7 @@ class CollectivesConfig:
     @classmethod
     def preset(cls, *, suite: str, device_type: str) -> Self:
         """Settings of ``suite`` (quick, standard, full) on ``device_type`` (cuda, cpu)."""
-        if suite not in ("quick", "standard", "full"):
-            raise ValueError(f"unknown suite {suite!r} (choose from quick, standard, full)")
-        if device_type not in ("cuda", "cpu"):
-            raise ValueError(f"unknown device type {device_type!r} (choose from cuda, cpu)")
+        check_suite(suite, device_type)
         if device_type == "cpu":
             cpu_max = {"quick": 4 * _MIB, "standard": 16 * _MIB, "full": 64 * _MIB}[suite]
             return cls(

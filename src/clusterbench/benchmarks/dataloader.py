@@ -29,6 +29,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 
 from clusterbench.benchmarks import _input_data as data
+from clusterbench.benchmarks._settings import check_suite
 from clusterbench.benchmarks.registry import register
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.timing import rate_stats, synchronize, time_op
@@ -129,10 +130,7 @@ class DataloaderConfig:
     @classmethod
     def preset(cls, *, suite: str, device_type: str) -> Self:
         """Settings of ``suite`` (quick, standard, full) on ``device_type`` (cuda, cpu)."""
-        if suite not in ("quick", "standard", "full"):
-            raise ValueError(f"unknown suite {suite!r} (choose from quick, standard, full)")
-        if device_type not in ("cuda", "cpu"):
-            raise ValueError(f"unknown device type {device_type!r} (choose from cuda, cpu)")
+        check_suite(suite, device_type)
         key = "cpu" if device_type == "cpu" else suite
         return cls(**_PRESETS.get(key, {}))
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from clusterbench.benchmarks._settings import check_suite
 from clusterbench.benchmarks.registry import register
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.timing import L2Flusher, rate_stats, time_op
@@ -138,7 +139,7 @@ class GemmConfig:
     @classmethod
     def preset(cls, *, suite: str, device_type: str) -> Self:
         """Settings of ``suite`` (quick, standard, full) on ``device_type`` (cuda, cpu)."""
-        _check_suite(suite, device_type)
+        check_suite(suite, device_type)
         if device_type == "cpu":
             sizes = {"quick": (256, 512), "standard": (256, 512, 768), "full": (256, 512, 1024)}
             return cls(dtypes=["fp32", "bf16"], shapes=_cubes(*sizes[suite]), warmup=1, repeats=3)
@@ -162,13 +163,6 @@ class GemmConfig:
             warmup=10,
             repeats=30 if suite == "standard" else 50,
         )
-
-
-def _check_suite(suite: str, device_type: str) -> None:
-    if suite not in ("quick", "standard", "full"):
-        raise ValueError(f"unknown suite {suite!r} (choose from quick, standard, full)")
-    if device_type not in ("cuda", "cpu"):
-        raise ValueError(f"unknown device type {device_type!r} (choose from cuda, cpu)")
 
 
 @register("gemm", level=1, scope="per_device", config=GemmConfig)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from clusterbench.benchmarks._settings import check_suite
 from clusterbench.benchmarks.registry import register
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.timing import rate_stats, time_op
@@ -61,10 +62,7 @@ class MemoryConfig:
     @classmethod
     def preset(cls, *, suite: str, device_type: str) -> Self:
         """Settings of ``suite`` (quick, standard, full) on ``device_type`` (cuda, cpu)."""
-        if suite not in ("quick", "standard", "full"):
-            raise ValueError(f"unknown suite {suite!r} (choose from quick, standard, full)")
-        if device_type not in ("cuda", "cpu"):
-            raise ValueError(f"unknown device type {device_type!r} (choose from cuda, cpu)")
+        check_suite(suite, device_type)
         if device_type == "cpu":
             size = 128 * _MIB if suite == "quick" else 256 * _MIB
             return cls(ops=["copy", "read"], size_bytes=size, warmup=1, repeats=5)

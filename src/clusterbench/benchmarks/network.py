@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from clusterbench.benchmarks import _nettools as tools
+from clusterbench.benchmarks._settings import check_suite
 from clusterbench.benchmarks.registry import register
 from clusterbench.hardware.sysfs import probe_nics
 from clusterbench.runtime.dist import DistContext
@@ -60,10 +61,7 @@ class NetworkConfig:
     @classmethod
     def preset(cls, *, suite: str, device_type: str) -> Self:
         """Settings of ``suite`` (quick, standard, full) on ``device_type`` (cuda, cpu)."""
-        if suite not in ("quick", "standard", "full"):
-            raise ValueError(f"unknown suite {suite!r} (choose from quick, standard, full)")
-        if device_type not in ("cuda", "cpu"):
-            raise ValueError(f"unknown device type {device_type!r} (choose from cuda, cpu)")
+        check_suite(suite, device_type)
         if device_type == "cpu":
             return cls(streams=2, duration_s=1.0, latency_round_trips=200)
         if suite == "full":

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import torch.distributed as dist
 
+from clusterbench.benchmarks._settings import check_suite
 from clusterbench.benchmarks.registry import register
 from clusterbench.benchmarks.training import cases, sweeps
 from clusterbench.benchmarks.training.models import DECODER_PRESETS, PRESETS
@@ -114,8 +115,7 @@ class TrainingConfig:
     @classmethod
     def preset(cls, *, suite: str, device_type: str) -> Self:
         """Settings of ``suite`` (quick, standard, full) on ``device_type`` (cuda, cpu)."""
-        if suite not in ("quick", "standard", "full"):
-            raise ValueError(f"unknown suite {suite!r} (choose from quick, standard, full)")
+        check_suite(suite, device_type)
         if device_type == "cpu":
             return cls(
                 model="tiny", precision="fp32", batch_size=4, warmup_steps=2, steps=4,
