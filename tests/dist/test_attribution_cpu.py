@@ -36,14 +36,19 @@ def run_attribution(out: Path, *sets: str, returncode: int = 0) -> Results:
 
 
 def shares(results: Results) -> dict[str, float]:
-    """The mean over ranks of each class; every rank's four classes sum to 100."""
+    """The mean over ranks of each class; the four classes sum to 100 for every rank, both
+    for the mean over the profiled steps and for each step on its own."""
     by_rank: dict[int, dict[str, float]] = {}
+    by_step: dict[tuple[int, object], dict[str, float]] = {}
     for m in results.measurements:
         if m.benchmark == "attribution" and m.metric in CLASSES:
             assert m.unit == "%"
-            by_rank.setdefault(m.rank, {})[m.metric] = m.value
+            by_step.setdefault((m.rank, m.params["rank_step"]), {})[m.metric] = m.value
+            if m.params["rank_step"] == "mean":
+                by_rank.setdefault(m.rank, {})[m.metric] = m.value
     assert set(by_rank) == {0, 1}
-    for classes in by_rank.values():
+    assert len(by_step) > 2  # the mean and at least one step per rank
+    for classes in [*by_rank.values(), *by_step.values()]:
         assert sum(classes.values()) == pytest.approx(100.0, abs=0.01)
     return {c: statistics.fmean(r[c] for r in by_rank.values()) for c in CLASSES}
 

@@ -60,7 +60,7 @@ def attribution_findings(results: Results, thresholds: Any) -> list[Finding]:
 def _by_rank(results: Results) -> dict[int, dict[str, Measurement]]:
     out: dict[int, dict[str, Measurement]] = defaultdict(dict)
     for m in results.measurements:
-        if m.benchmark == _BENCH:
+        if m.benchmark == _BENCH and m.params.get("rank_step", "mean") == "mean":
             out[m.rank][m.metric] = m
     return out
 

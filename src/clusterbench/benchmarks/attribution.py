@@ -173,6 +173,12 @@ def _class_measurements(
     overlapped = shares["communication_overlapped"]
     yield ctx.measurement(metric="communication_overlapped", value=overlapped, unit="%",
                           params=params)  # fmt: skip
+    # and every profiled step on its own (rank_step = N of ProfilerStep#N)
+    for step, shares_of_step in zip(steps, per_step, strict=True):
+        step_params = {**params, "rank_step": str(step.step)}
+        for metric in (*attr.CLASSES, "communication_overlapped"):
+            yield ctx.measurement(metric=metric, value=shares_of_step[metric], unit="%",
+                                  params=step_params)  # fmt: skip
 
 
 def _straggler_measurements(

@@ -27,7 +27,8 @@ def _cell(metrics: dict[str, Measurement], name: str) -> str:
 def attribution_section(ms: list[Measurement], multi_host: bool) -> Section:
     by_rank: dict[int, dict[str, Measurement]] = defaultdict(dict)
     for m in ms:
-        by_rank[m.rank][m.metric] = m
+        if m.params.get("rank_step", "mean") == "mean":  # the per-step rows stay in the JSON
+            by_rank[m.rank][m.metric] = m
     rows = []
     for rank, metrics in sorted(by_rank.items()):
         first = next(iter(metrics.values()))
