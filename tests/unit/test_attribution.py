@@ -189,3 +189,27 @@ def test_report_section_has_a_row_per_rank() -> None:
     [grid] = attribution_section(res.measurements, multi_host=False).grids
     assert [row[0] for row in grid.rows] == ["0", "1"]
     assert grid.rows[0][3] == "20.0" and grid.rows[0][5] == "41.0"
+
+
+def test_a_rank_busy_longer_than_its_peers_is_named() -> None:
+    from clusterbench.analysis.attribution_findings import busy_time_outliers
+    from clusterbench.schema import Measurement, Results, RunInfo, ToolInfo
+
+    def ms(rank: int, coordination: float) -> list[Measurement]:
+        base = {"rank": rank, "host": f"h{rank // 2}", "device": f"cuda:{rank % 2}",
+                "benchmark": "attribution", "params": {"rank_step": "mean"}}  # fmt: skip
+        return [
+            Measurement(metric="step_time_ms", value=400.0, unit="ms", **base),  # type: ignore[arg-type]
+            Measurement(metric="coordination", value=coordination, unit="%", **base),  # type: ignore[arg-type]
+        ]
+
+    run = RunInfo(id="r", started="t", suite="standard", world_size=4, num_nodes=2,
+                  backend="nccl", command="c")  # fmt: skip
+    # ranks 0, 1, 3 wait 30% of the step for rank 2, which is busy 99% of it
+    slow_ranks = [*ms(0, 30.0), *ms(1, 31.0), *ms(2, 1.0), *ms(3, 29.5)]
+    slow = Results(tool=ToolInfo(version="0"), run=run, measurements=slow_ranks)
+    [finding] = busy_time_outliers(slow, mads=3.0, min_rel=0.05)
+    assert finding.evidence["rank"] == 2 and finding.scope == "host:h1/cuda:0"
+    even = Results(tool=ToolInfo(version="0"), run=run,
+                   measurements=[*ms(0, 3.0), *ms(1, 3.2), *ms(2, 2.9), *ms(3, 3.1)])  # fmt: skip
+    assert busy_time_outliers(even, mads=3.0, min_rel=0.05) == []

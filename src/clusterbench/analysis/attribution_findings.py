@@ -12,6 +12,7 @@ from typing import Any
 
 from clusterbench.analysis._common import scope_label, select
 from clusterbench.analysis.collectives import low_busbw_findings
+from clusterbench.analysis.outliers import robust_zscores
 from clusterbench.schema import Finding, Measurement, Results
 
 __all__ = [
@@ -54,7 +55,12 @@ _FIXES = {
 def attribution_findings(results: Results, thresholds: Any) -> list[Finding]:
     min_spread = float(getattr(thresholds, "straggler_min_spread_pct", STRAGGLER_MIN_SPREAD_PCT))
     stragglers = straggler_findings(results, min_spread_pct=min_spread)
-    return [*verdict_findings(results, stragglers=stragglers), *stragglers]
+    slow = busy_time_outliers(
+        results,
+        mads=float(getattr(thresholds, "outlier_mads", 3.0)),
+        min_rel=float(getattr(thresholds, "outlier_min_rel", 0.05)),
+    )
+    return [*verdict_findings(results, stragglers=stragglers), *stragglers, *slow]
 
 
 def _by_rank(results: Results) -> dict[int, dict[str, Measurement]]:
@@ -178,3 +184,44 @@ def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Findi
             ),
         )
     ]
+
+
+def busy_time_outliers(results: Results, *, mads: float, min_rel: float) -> list[Finding]:
+    """Per-rank step-time outliers. Synchronous training gives every rank the same wall step
+    (they wait for each other), so the busy part of the step (step x (100 - coordination)%)
+    is what differs: a rank whose busy time is ``mads`` scaled MADs and ``min_rel`` above the
+    others' median is slow in itself (needs 3 or more ranks)."""
+    ranks = {
+        r: ms for r, ms in _by_rank(results).items() if {"coordination", "step_time_ms"} <= set(ms)
+    }
+    if len(ranks) < 3:
+        return []
+    busy = {
+        r: ms["step_time_ms"].value * (100.0 - ms["coordination"].value) / 100.0
+        for r, ms in ranks.items()
+    }
+    median = statistics.median(busy.values())
+    out = []
+    for (r, value), z in zip(busy.items(), robust_zscores(list(busy.values())), strict=True):
+        if z <= mads or median <= 0 or (value - median) / median < min_rel:
+            continue
+        m = ranks[r]["step_time_ms"]
+        out.append(
+            Finding(
+                id="attribution.slow_rank",
+                severity="fail",
+                scope=scope_label(m.host, m.device),
+                message=(
+                    f"Rank {r} ({m.host} {m.device}) is busy {value:.1f} ms per step against "
+                    f"the other ranks' median {median:.1f} ms ({value / median - 1:.0%} more): "
+                    "the others wait for it at every synchronisation."
+                ),
+                evidence={"rank": r, "busy_ms": busy, "median_ms": median},
+                fix=(
+                    "Compare that GPU's Level 1 results (gemm, memory) with its peers, check its "
+                    "clocks and throttle reasons (nvidia-smi -q -d PERFORMANCE,CLOCK) and its "
+                    "host's CPU load; its trace shows which kernels take longer."
+                ),
+            )
+        )
+    return out
