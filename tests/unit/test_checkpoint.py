@@ -114,7 +114,7 @@ def _m(metric: str, value: float, **params: object) -> Measurement:
 
 def test_findings() -> None:
     run = RunInfo(id="r", started="t", suite="quick", world_size=1, num_nodes=1,
-                  backend="gloo", command="c")  # fmt: skip
+                  backend="nccl", command="c")  # fmt: skip
     ms = [
         _m("save_gbps", 0.2, format="torch", size_bytes=5e9),
         _m("save_gbps", 0.1, format="dcp", size_bytes=1e6),  # tiny: latency, no verdict
@@ -129,4 +129,8 @@ def test_findings() -> None:
     assert by_id["checkpoint.slow_save"].severity == "info"
     assert "dcp" not in by_id["checkpoint.slow_save"].evidence["save_gbps"]
     assert by_id["checkpoint.async_stall"].severity == "warn"
+    cpu_run = run.model_copy(update={"backend": "gloo"})  # CPU ranks share the cores: info
+    on_cpu = checkpoint_findings(Results(tool=ToolInfo(version="0"), run=cpu_run, measurements=ms),
+                                 Thresholds())  # fmt: skip
+    assert {f.id: f.severity for f in on_cpu}["checkpoint.async_stall"] == "info"
     assert io.filesystem_of(Path("/")) != ""

@@ -48,9 +48,10 @@ def _workload(name: str, *, device: torch.device, seq_len: int | None = None) ->
     return _decoder(seq_len or 16)
 
 
-def _results(ms: list[Measurement]) -> Results:
+def _results(ms: list[Measurement], backend: str = "nccl") -> Results:
+    """Results of a GPU run (the backend decides whether input-bound warns or only informs)."""
     run = RunInfo(id="r", started="t", suite="quick", world_size=1, num_nodes=1,
-                  backend="gloo", command="c")  # fmt: skip
+                  backend=backend, command="c")  # fmt: skip
     return Results(tool=ToolInfo(version="0"), run=run, measurements=ms)
 
 
@@ -112,6 +113,9 @@ def test_slow_loader_is_input_bound() -> None:
     assert "dataloader.input_bound" in ids and "dataloader.slow_default_loader" in ids
     bound = next(f for f in findings if f.id == "dataloader.input_bound")
     assert bound.severity == "warn" and "num_workers=0" in bound.fix
+    # CPU workers are their own input pipeline: there the finding only informs
+    on_cpu = input_findings(_results(ms, backend="gloo"), Thresholds())
+    assert next(f for f in on_cpu if f.id == "dataloader.input_bound").severity == "info"
 
 
 def test_sweep_caps_workers_and_pins_only_on_cuda() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from typing import TypeVar
 
-from clusterbench.schema import Measurement, ParamValue, Results
+from clusterbench.schema import Measurement, ParamValue, Results, Severity
 
 K = TypeVar("K", bound=Hashable)
 
@@ -49,3 +49,9 @@ def per_device(m: Measurement) -> tuple[str, str]:
 def dev_label(value: ParamValue) -> str:
     """A ``src``/``dst`` param as a device label; a bare index means a CUDA device."""
     return f"cuda:{value}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
+def gpu_severity(results: Results, severity: Severity) -> Severity:
+    """``severity`` on GPU runs; info on CPU workers, which share the host's cores with their
+    own input pipeline and I/O, so slow loaders or stalls there describe the test machine."""
+    return severity if results.run.backend == "nccl" else "info"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusterbench.analysis._common import as_number, scope_label, select
+from clusterbench.analysis._common import as_number, gpu_severity, scope_label, select
 from clusterbench.schema import Finding, Results
 
 __all__ = [
@@ -98,7 +98,7 @@ def async_stall_findings(results: Results, *, max_pct: float) -> list[Finding]:
     return [
         Finding(
             id="checkpoint.async_stall",
-            severity="warn",
+            severity=gpu_severity(results, "warn"),
             scope=scope_label(m.host),
             message=(
                 f"Training steps run {m.value:.0f}% slower while dcp.async_save writes "

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from clusterbench.analysis._common import best_by, scope_label, select
+from clusterbench.analysis._common import best_by, gpu_severity, scope_label, select
 from clusterbench.schema import Finding, Measurement, Results
 
 __all__ = ["GPU_BUSY_MIN", "input_bound_findings", "input_findings", "slow_default_findings"]
@@ -67,7 +67,7 @@ def input_bound_findings(results: Results, *, min_busy: float) -> list[Finding]:
         out.append(
             Finding(
                 id="dataloader.input_bound",
-                severity="warn",
+                severity=gpu_severity(results, "warn"),
                 scope=scope_label(host, device),
                 message=(
                     f"Input-bound on the {dataset} dataset: the device is busy {seen} while "

@@ -75,7 +75,8 @@ def scaling_findings(results: Results, *, warn: float, fail: float) -> list[Find
                 severity=severity,
                 scope="run",
                 message=(
-                    f"{_case(m)}: {mode} scaling efficiency {m.value:.1f}% at {w} GPUs "
+                    f"{_case(m)}: {mode} scaling efficiency {m.value:.1f}% at {w} "
+                    f"{'GPUs' if results.run.backend == 'nccl' else 'CPU ranks'} "
                     f"(below {100 * (fail if e < fail else warn):.0f}%)."
                 ),
                 evidence={"efficiency_pct": m.value, "world_size": w, **m.params},
