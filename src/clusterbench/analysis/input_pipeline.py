@@ -18,10 +18,10 @@ GPU_BUSY_MIN = 0.90
 utilisation under 90% means the input pipeline or coordination holds it back)."""
 
 _BOUND_FIX = (
-    "Give the DataLoader more workers and pinned memory ({settings}); if the best settings "
-    "still leave the device waiting: more CPU cores per GPU, cheaper per-sample work (decode "
-    "on the GPU with NVIDIA DALI or torchvision.io.decode_jpeg(device='cuda'), smaller or "
-    "pre-decoded images, sequential formats such as WebDataset/FFCV), data on local NVMe."
+    "Use the best loader settings found ({settings}); as they still leave the device waiting: "
+    "more CPU cores per GPU, cheaper per-sample work (decode on the GPU with NVIDIA DALI or "
+    "torchvision.io.decode_jpeg(device='cuda'), smaller or pre-decoded images, sequential "
+    "formats such as WebDataset/FFCV), data on local NVMe."
 )
 
 
