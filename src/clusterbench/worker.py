@@ -105,7 +105,7 @@ def make_context(spec: RunSpec) -> DistContext:
 def _probe(ctx: DistContext, log: RankLog) -> None:
     from clusterbench.hardware.probe import probe_host
 
-    info = probe_host()
+    info = ctx.host_info = probe_host()
     if ctx.is_cuda:
         ctx.gpu = next((g for g in info.gpus if g.index == ctx.local_rank), None)
     if ctx.local_rank == 0:

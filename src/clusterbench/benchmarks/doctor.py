@@ -35,7 +35,7 @@ def _host_checks(
     from clusterbench.hardware.probe import probe_host
 
     mine = [e for e in everyone if e["host"] == ctx.host]
-    host = probe_host()
+    host = ctx.host_info or probe_host()  # the rank probed its node when it started
     findings = run_checks(
         host=host,
         env=os.environ,

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import torch
 import torch.distributed as dist
 
-from clusterbench.schema import GpuInfo, Measurement, ParamValue, Reference, Stats
+from clusterbench.schema import GpuInfo, HostInfo, Measurement, ParamValue, Reference, Stats
 
 __all__ = ["DistContext", "NullProgress", "Progress", "init_distributed"]
 
@@ -53,6 +53,8 @@ class DistContext:
     backend: str
     """'nccl' on GPUs, 'gloo' on CPUs."""
     gpu: GpuInfo | None = None
+    host_info: HostInfo | None = None
+    """This node's inventory, probed once when the rank starts (None before the probe)."""
     """This rank's GPU as the probe saw it (None on CPU runs or before the probe)."""
     benchmark: str = ""
     """The benchmark running now; set by the runner."""
