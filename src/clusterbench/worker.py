@@ -252,14 +252,12 @@ class _NoBar:
 def _gather_and_write(
     ctx: DistContext, *, spec: RunSpec, log: RankLog, gathered: list[dict[str, Any]]
 ) -> None:
-    """Rank 0 collects every rank's records so far and rewrites results.json."""
-    mine = read_rank_file(log.path)
-    everyone = ctx.gather_to_root(mine)
+    """Rank 0 collects every rank's new records and rewrites results.json."""
+    everyone = ctx.gather_to_root(log.take_unsent())
     if ctx.rank != 0 or everyone is None:
         return
     for recs in everyone:
         gathered.extend(recs)
-    gathered[:] = dedupe(gathered)
     finalize(spec, records=gathered, failures=[], world_size=ctx.world_size, running=True)
 
 

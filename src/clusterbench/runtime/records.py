@@ -25,6 +25,7 @@ class RankLog:
         self.path = path
         self.rank = rank
         self._seq = 0
+        self._unsent: list[dict[str, Any]] = []
         self._lock = threading.Lock()  # the watchdog thread writes too
         self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open for the run's life
 
@@ -34,7 +35,14 @@ class RankLog:
             self._seq += 1
             self._fh.write(json.dumps(record, default=str) + "\n")
             self._fh.flush()
+            self._unsent.append(record)
             return record
+
+    def take_unsent(self) -> list[dict[str, Any]]:
+        """The records written since the last call (what rank 0 has not gathered yet)."""
+        with self._lock:
+            out, self._unsent = self._unsent, []
+            return out
 
     def close(self) -> None:
         with self._lock:
