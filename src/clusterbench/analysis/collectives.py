@@ -15,6 +15,7 @@ from typing import Any
 from clusterbench.analysis._common import select
 from clusterbench.analysis.node_pairs import slow_node_pairs, slow_pair_finding
 from clusterbench.schema import Finding, HostInfo, Measurement, Results
+from clusterbench.units import format_bytes
 
 __all__ = [
     "BUSBW_MIN_EFFICIENCY",
@@ -164,13 +165,6 @@ def low_busbw_findings(results: Results, *, min_efficiency: float) -> list[Findi
     return out
 
 
-def _human(size_bytes: int) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if size_bytes >= scale:
-            return f"{size_bytes / scale:g} {unit}"
-    return f"{size_bytes} B"
-
-
 def _low_busbw_finding(m: Measurement, *, peak: float, what: str, min_efficiency: float) -> Finding:
     op, group, size = m.params.get("op"), m.params.get("group"), _size(m)
     intra = "NVLink" in what
@@ -188,7 +182,7 @@ def _low_busbw_finding(m: Measurement, *, peak: float, what: str, min_efficiency
         severity="warn",
         scope=f"group:{group}",
         message=(
-            f"{op} on group {group} reaches {m.value:.1f} GB/s busbw at {_human(size)}, "
+            f"{op} on group {group} reaches {m.value:.1f} GB/s busbw at {format_bytes(size)}, "
             f"{m.value / peak:.0%} of the {peak:.1f} GB/s {what} (threshold {min_efficiency:.0%})."
         ),
         evidence={

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from clusterbench.analysis.outliers import better_direction
 from clusterbench.schema import Finding, Measurement, ParamValue, Results
+from clusterbench.units import format_bytes
 
 __all__ = [
     "ROW_HEADER",
@@ -117,13 +118,6 @@ def format_value(value: float | None, unit: str = "") -> str:
     if magnitude >= 1 or value == 0:
         return f"{value:.1f}"
     return f"{value:.3g}"
-
-
-def format_bytes(size_bytes: float) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size_bytes >= scale:
-            return f"{size_bytes / scale:g} {unit}"
-    return f"{size_bytes:g} B"
 
 
 def row_cells(row: Row) -> tuple[str, ...]:
