@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -68,3 +69,47 @@ def test_every_strategy_trains_on_two_ranks(tmp_path: Path) -> None:
     assert sweep_tokens == set(STRATEGIES)
     idle = [m for m in ms if m.metric == "sync_idle_fraction"]
     assert sorted(m.params["grad_accum"] for m in idle) == [1, 2]
+
+
+def _replica_worker(rank: int, store_path: str, perturb: bool, results: object) -> None:
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+
+    from clusterbench.benchmarks.training.strategies import replicas_agree
+
+    dist.init_process_group("gloo", store=dist.FileStore(store_path, 2), rank=rank, world_size=2)
+    try:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 2))
+        if perturb and rank == 1:
+            with torch.no_grad():
+                model[1].bias[0] += 1e-6  # one weight off by a hair on one rank
+        results[rank] = replicas_agree(model, dist.group.WORLD)  # type: ignore[index]
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("perturb", [False, True])
+def test_replica_check_spots_one_differing_weight(tmp_path: Path, perturb: bool) -> None:
+    import torch.multiprocessing as mp
+
+    with mp.Manager() as manager:
+        results = manager.dict()
+        mp.spawn(
+            _replica_worker, args=(str(tmp_path / "store"), perturb, results), nprocs=2, join=True
+        )
+        got = dict(results)
+    assert got == {0: not perturb, 1: not perturb}
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="torch.compile on CPU needs a C++ compiler")
+def test_compiled_blocks_under_ddp_keep_replicas_in_sync(tmp_path: Path) -> None:
+    # Compiled blocks with Dynamo's DDP graph splitting off: DDP's gradient hooks must still
+    # fire, or the run fails in the replica check after the timed steps.
+    results = run_training(
+        tmp_path / "run", "training.compile=true", "training.world_sizes=1,2"
+    )
+    tokens = [m for m in results.measurements if m.metric == "tokens_per_s"]
+    assert sorted(m.params["world_size"] for m in tokens) == [1, 2]
+    assert all(m.params["compile"] is True for m in tokens)

@@ -54,7 +54,7 @@ class TrainingConfig:
     activation_checkpointing: bool = False
     """Recompute every block's forward in backward (non-reentrant torch.utils.checkpoint)."""
     compile: bool = False
-    """torch.compile every block."""
+    """torch.compile every block (one graph per block, as torchtitan does) and the loss."""
     warmup_steps: int = 5
     """Untimed steps before the timed ones."""
     steps: int = 10

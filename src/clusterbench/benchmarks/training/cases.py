@@ -19,6 +19,7 @@ from clusterbench.benchmarks.training.strategies import (
     Case,
     build_trainer,
     matmul_precision,
+    replicas_agree,
 )
 from clusterbench.benchmarks.training.workload import Workload
 from clusterbench.runtime.dist import DistContext
@@ -125,6 +126,12 @@ def run_case(
         )
         timed = time_steps(ctx, trainer=trainer, batches=batches, warmup=warmup, steps=num_steps)
     w = dist.get_world_size(group)
+    data_parallel = case.strategy in ("ddp", "zero1") and w > 1
+    if data_parallel and not replicas_agree(trainer.model, group):  # type: ignore[attr-defined]
+        raise RuntimeError(
+            f"training: the ranks' weights differ after {case.strategy} steps "
+            "(gradients were not synchronised)"
+        )
     outcome = Outcome(
         world_size=w, step_times_s=timed.samples, samples_per_step=cfg.batch_size * w * grad_accum
     )
