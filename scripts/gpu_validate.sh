@@ -3,6 +3,7 @@
 #
 #   scripts/gpu_validate.sh [SUITE] [extra `clusterbench run` args...]
 #   scripts/gpu_validate.sh level3      # the Level 3 validation (training, dataloader, checkpoint)
+#   L3='gpt13b resnet50c vit' scripts/gpu_validate.sh level3   # only those Level 3 steps
 #
 # Needs python3 with torch (CUDA), rich, typer, psutil, nvidia-ml-py; wheels for anything else
 # (pydantic) may be placed in .whl/ and are installed to a private folder first.
@@ -49,14 +50,21 @@ if [ "$SUITE" = level3 ]; then
     cp "/tmp/cb-$name-$$/results.json" "$OUT/results-$name.json" 2>/dev/null
     python3 scripts/validate_table.py "/tmp/cb-$name-$$/results.json" >>"$OUT/table.txt" 2>&1
   }
-  step gpt13b 230 --only training --set training.model=1.3b --set training.compile=true \
-    --set training.world_sizes=1,2 --set training.grad_accum_sweep= "$@"
-  step resnet50 80 --only training --set training.model=resnet50 --set training.batch_size=256 \
-    --set training.world_sizes=1,2 --set training.steps=20 "$@"
-  step sweep 120 --only training --set training.model=125m --set training.sweep=true \
-    --set training.world_sizes=2 --set training.sweep_precisions=bf16 \
+  want() { [[ " ${L3:-gpt13b resnet50 sweep io} " == *" $1 "* ]]; }
+  want gpt13b && step gpt13b 230 --only training --set training.model=1.3b \
+    --set training.compile=true --set training.world_sizes=1,2 --set training.grad_accum_sweep= "$@"
+  want resnet50 && step resnet50 80 --only training --set training.model=resnet50 \
+    --set training.batch_size=256 --set training.world_sizes=1,2 --set training.steps=20 "$@"
+  want resnet50c && step resnet50c 150 --only training --set training.model=resnet50 \
+    --set training.batch_size=256 --set training.world_sizes=1,2 --set training.steps=20 \
+    --set training.compile=true "$@"
+  want vit && step vit 150 --only training --set training.model=vit_b_16 \
+    --set training.batch_size=128 --set training.world_sizes=1,2 --set training.steps=20 \
+    --set training.compile=true "$@"
+  want sweep && step sweep 120 --only training --set training.model=125m \
+    --set training.sweep=true --set training.world_sizes=2 --set training.sweep_precisions=bf16 \
     --set training.sweep_compile=false --set training.sweep_steps=12 "$@"
-  step io 120 --only dataloader,checkpoint --suite quick "$@"
+  want io && step io 120 --only dataloader,checkpoint --suite quick "$@"
   tar czf "$FINAL_OUT/logs.tgz" -C "$OUT" .
   cp "$OUT"/table.txt "$OUT"/results-*.json "$FINAL_OUT"/ 2>/dev/null
   cat "$OUT/table.txt"
