@@ -191,3 +191,13 @@ def test_gpus_on_different_numa_nodes_are_peers() -> None:
         for i, v in enumerate(values)
     ]
     assert [f.scope for f in outliers(ms)] == ["host:h1/cuda:3"]
+
+
+def test_cpu_ranks_sharing_a_host_are_reported_not_judged() -> None:
+    values = [0.11, 0.112, 0.111, 0.1115, 0.095, 0.1105]  # rank 4 is 14% below
+    shared = outliers([meas(v, device=f"cpu:{i}") for i, v in enumerate(values)])
+    assert [(f.scope, f.severity) for f in shared] == [("host:h1/cpu:4", "info")]
+    assert "share its cores" in shared[0].message
+    # one CPU rank per host: separate machines, so the slow one is judged
+    apart = outliers([meas(v, device="cpu:0", host=f"n{i}") for i, v in enumerate(values)])
+    assert [(f.scope, f.severity) for f in apart] == [("host:n4/cpu:0", "fail")]

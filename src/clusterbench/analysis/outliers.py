@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -121,6 +121,8 @@ class _Outlier:
     scaled_mad: float
     robust_z: float
     num_peers: int
+    shares_cores: bool
+    """A CPU rank with other ranks of the group on its host: they share the host's cores."""
 
     @property
     def rel_gap(self) -> float:
@@ -131,6 +133,7 @@ def peer_outliers(
     measurements: Iterable[Measurement], *, mads: float, min_rel: float
 ) -> list[Finding]:
     """Devices (pairs for p2p) worse than their peers -> fail, one finding per device and metric.
+    CPU ranks that share a host are only reported (info): their spread is the OS scheduler's.
 
     Worse is lower for rates and higher for times.  When a device is an outlier in several
     parameter sets of one metric (e.g. every GEMM shape), one finding names the worst and counts
@@ -174,6 +177,7 @@ def _group_outliers(group: list[Measurement], *, mads: float, min_rel: float) ->
     if len(per_member) < MIN_PEERS:
         return []
     members = list(per_member)
+    ranks_per_host = Counter(host for host, _ in members)
     values = [statistics.median(per_member[k]) for k in members]
     median = statistics.median(values)
     if median == 0:
@@ -200,6 +204,7 @@ def _group_outliers(group: list[Measurement], *, mads: float, min_rel: float) ->
                     scaled_mad=scaled_mad,
                     robust_z=z,
                     num_peers=len(members),
+                    shares_cores=member.startswith("cpu") and ranks_per_host[host] > 1,
                 )
             )
     return out
@@ -227,9 +232,11 @@ def _finding(o: _Outlier, *, num_flagged: int) -> Finding:
     )
     if num_flagged > 1:
         message += f"; {num_flagged} parameter sets of this metric are outliers"
+    if o.shares_cores:
+        message += " (CPU ranks of one host share its cores: not a faulty device, not judged)"
     return Finding(
         id=f"outlier.{o.benchmark}.{o.metric}",
-        severity="fail",
+        severity="info" if o.shares_cores else "fail",
         scope=f"host:{o.host}/{o.member}",
         message=message + ".",
         evidence={
