@@ -213,3 +213,18 @@ def test_a_rank_busy_longer_than_its_peers_is_named() -> None:
     even = Results(tool=ToolInfo(version="0"), run=run,
                    measurements=[*ms(0, 3.0), *ms(1, 3.2), *ms(2, 2.9), *ms(3, 3.1)])  # fmt: skip
     assert busy_time_outliers(even, mads=3.0, min_rel=0.05) == []
+
+
+@pytest.mark.parametrize(("one_host", "severity"), [(True, "info"), (False, "fail")])
+def test_straggler_among_cpu_ranks_of_one_host_is_not_judged(one_host: bool, severity: str) -> None:
+    res = results(
+        ranks((20, 10, 5, 65), (60, 10, 5, 25), (20, 10, 5, 65), (20, 10, 5, 65),
+              lateness=[0.0, 30.0, 0.2, 0.1]),
+        backend="gloo",
+    )  # fmt: skip
+    if not one_host:  # one CPU rank per machine: they do not share cores
+        res.measurements = [x.model_copy(update={"host": f"h{x.rank}"}) for x in res.measurements]
+    found = {f.id: f for f in attribution_findings(res, thresholds=None)}
+    straggler = found["attribution.straggler"]
+    assert straggler.severity == severity and straggler.evidence["rank"] == 1
+    assert ("4 CPU ranks share the cores of h" in straggler.message) == one_host

@@ -55,3 +55,15 @@ def gpu_severity(results: Results, severity: Severity) -> Severity:
     """``severity`` on GPU runs; info on CPU workers, which share the host's cores with their
     own input pipeline and I/O, so slow loaders or stalls there describe the test machine."""
     return severity if results.run.backend == "nccl" else "info"
+
+
+def cpu_ranks_share_host(results: Results, host: str) -> str | None:
+    """On CPU workers with several ranks on ``host``: why comparing those ranks says nothing
+    about the hardware (they share the host's cores, so who runs late or slow is the OS
+    scheduler's choice); None on GPUs or for a rank alone on its host."""
+    if results.run.backend == "nccl":
+        return None
+    ranks = len({m.rank for m in results.measurements if m.host == host})
+    if ranks < 2:
+        return None
+    return f"{ranks} CPU ranks share the cores of {host}: reported, not judged"

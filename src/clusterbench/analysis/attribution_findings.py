@@ -10,7 +10,7 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from clusterbench.analysis._common import scope_label, select
+from clusterbench.analysis._common import cpu_ranks_share_host, scope_label, select
 from clusterbench.analysis.collectives import low_busbw_findings
 from clusterbench.analysis.outliers import robust_zscores
 from clusterbench.schema import Finding, Measurement, Results
@@ -158,16 +158,17 @@ def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Findi
     if late[rank] < max(_MIN_SPREAD_MS, step_ms * min_spread_pct / 100) or own >= min(others):
         return []
     m = ranks[rank]["step_time_ms"]
+    shared = cpu_ranks_share_host(results, m.host)
     return [
         Finding(
             id="attribution.straggler",
-            severity="fail",
+            severity="info" if shared else "fail",
             scope=scope_label(m.host, m.device),
             message=(
                 f"Rank {rank} ({m.host} {m.device}) is the straggler: it starts its collectives "
                 f"{late[rank]:.1f} ms after the earliest rank (median; step {step_ms:.1f} ms), "
                 f"and spends {own:.0f}% of the step waiting while the others wait "
-                f"{statistics.fmean(others):.0f}%."
+                f"{statistics.fmean(others):.0f}%." + (f" ({shared}.)" if shared else "")
             ),
             evidence={
                 "rank": rank,
@@ -206,15 +207,17 @@ def busy_time_outliers(results: Results, *, mads: float, min_rel: float) -> list
         if z <= mads or median <= 0 or (value - median) / median < min_rel:
             continue
         m = ranks[r]["step_time_ms"]
+        shared = cpu_ranks_share_host(results, m.host)
         out.append(
             Finding(
                 id="attribution.slow_rank",
-                severity="fail",
+                severity="info" if shared else "fail",
                 scope=scope_label(m.host, m.device),
                 message=(
                     f"Rank {r} ({m.host} {m.device}) is busy {value:.1f} ms per step against "
                     f"the other ranks' median {median:.1f} ms ({value / median - 1:.0%} more): "
                     "the others wait for it at every synchronisation."
+                    + (f" ({shared}.)" if shared else "")
                 ),
                 evidence={"rank": r, "busy_ms": busy, "median_ms": median},
                 fix=(
