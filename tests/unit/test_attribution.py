@@ -161,6 +161,13 @@ def test_verdict_names_the_dominant_class_with_evidence_and_fix() -> None:
     assert "bucket" in verdict.fix and "NCCL" in verdict.fix
 
 
+def test_verdict_on_cpu_workers_is_stated_not_judged() -> None:
+    res = results(ranks((20, 10, 41, 29), (20, 10, 41, 29), lateness=[0.1, 0.0]), backend="gloo")
+    [verdict] = attribution_findings(res, thresholds=None)
+    assert verdict.severity == "info" and verdict.evidence["bound"] == "communication"
+    assert "2 CPU ranks" in verdict.message
+
+
 def test_compute_bound_is_info() -> None:
     [verdict] = attribution_findings(results(ranks((70, 10, 10, 10), lateness=[0.0])), None)
     assert verdict.severity == "info" and verdict.evidence["bound"] == "compute"

@@ -10,7 +10,12 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from clusterbench.analysis._common import cpu_ranks_share_host, scope_label, select
+from clusterbench.analysis._common import (
+    cpu_ranks_share_host,
+    gpu_severity,
+    scope_label,
+    select,
+)
 from clusterbench.analysis.collectives import low_busbw_findings
 from clusterbench.analysis.outliers import robust_zscores
 from clusterbench.schema import Finding, Measurement, Results
@@ -96,7 +101,8 @@ def verdict_findings(results: Results, *, stragglers: list[Finding] | None = Non
     return [
         Finding(
             id="attribution.verdict",
-            severity="info" if bound == "compute" else "warn",
+            # on CPU workers the verdict describes the test machine: stated, not judged
+            severity=gpu_severity(results, "info" if bound == "compute" else "warn"),
             scope="run",
             message=message,
             evidence={
