@@ -42,29 +42,36 @@ if [ "$SUITE" = level3 ]; then
   # dataloader and checkpoint benchmarks; each step bounded so one slow part cannot eat the rest.
   python3 -m pytest tests/gpu/test_training_gpu.py -q -m gpu -p no:cacheprovider 2>&1 \
     | tee "$OUT/pytest-gpu.log" | tail -2
-  step() {  # step NAME SECONDS ARGS...
-    local name=$1 secs=$2; shift 2
+  # training steps run world sizes 1, 2, 4 ... up to every GPU: their limits grow with the count
+  NGPU=$(nvidia-smi -L | wc -l)
+  NWS=$(python3 -c "import sys; sys.path.insert(0, 'src')
+from clusterbench.benchmarks.training.bench import default_world_sizes
+print(len(default_world_sizes(max(1, $NGPU))))" 2>/dev/null || echo 2)
+  step() {  # step NAME SECONDS-PER-WORLD-SIZE-PAIR ARGS...
+    local name=$1 secs=$(( $2 * (NWS > 2 ? NWS : 2) / 2 )); shift 2
     timeout "$secs" python3 -m clusterbench run --out "/tmp/cb-$name-$$" "$@" \
       >"$OUT/run-$name.log" 2>&1
     echo "$name: exit $? ($*)"
     cp "/tmp/cb-$name-$$/results.json" "$OUT/results-$name.json" 2>/dev/null
     python3 scripts/validate_table.py "/tmp/cb-$name-$$/results.json" >>"$OUT/table.txt" 2>&1
   }
-  want() { [[ " ${L3:-gpt13b resnet50 sweep io} " == *" $1 "* ]]; }
+  want() { [[ " ${L3:-gpt13b resnet50c sweep io} " == *" $1 "* ]]; }
   want gpt13b && step gpt13b 230 --only training --set training.model=1.3b \
-    --set training.compile=true --set training.world_sizes=1,2 --set training.grad_accum_sweep= "$@"
+    --set training.compile=true --set training.grad_accum_sweep= "$@"
   want resnet50 && step resnet50 80 --only training --set training.model=resnet50 \
-    --set training.batch_size=256 --set training.world_sizes=1,2 --set training.steps=20 "$@"
+    --set training.batch_size=256 --set training.steps=20 "$@"
   want resnet50c && step resnet50c 150 --only training --set training.model=resnet50 \
-    --set training.batch_size=256 --set training.world_sizes=1,2 --set training.steps=20 \
+    --set training.batch_size=256 --set training.steps=20 \
     --set training.compile=true "$@"
   want vit && step vit 150 --only training --set training.model=vit_b_16 \
-    --set training.batch_size=128 --set training.world_sizes=1,2 --set training.steps=20 \
+    --set training.batch_size=128 --set training.steps=20 \
     --set training.compile=true "$@"
   want sweep && step sweep 120 --only training --set training.model=125m \
     --set training.sweep=true --set training.world_sizes=2 --set training.sweep_precisions=bf16 \
     --set training.sweep_compile=false --set training.sweep_steps=12 "$@"
   want io && step io 120 --only dataloader,checkpoint --suite quick "$@"
+  want attr && step attr 200 --only attribution --set training.model=1.3b \
+    --set training.compile=true "$@"
   tar czf "$FINAL_OUT/logs.tgz" -C "$OUT" .
   cp "$OUT"/table.txt "$OUT"/results-*.json "$FINAL_OUT"/ 2>/dev/null
   cat "$OUT/table.txt"
