@@ -4,6 +4,7 @@
 #   scripts/gpu_validate.sh [SUITE] [extra `clusterbench run` args...]
 #   scripts/gpu_validate.sh level3      # the Level 3 validation (training, dataloader, checkpoint)
 #   L3='gpt13b resnet50c vit' scripts/gpu_validate.sh level3   # only those Level 3 steps
+#     (steps: gpt13b resnet50 resnet50c vit sweep io attr; default gpt13b resnet50c sweep io)
 #
 # Needs python3 with torch (CUDA), rich, typer, psutil, nvidia-ml-py; wheels for anything else
 # (pydantic) may be placed in .whl/ and are installed to a private folder first.
