@@ -113,3 +113,22 @@ def test_compiled_blocks_under_ddp_keep_replicas_in_sync(tmp_path: Path) -> None
     tokens = [m for m in results.measurements if m.metric == "tokens_per_s"]
     assert sorted(m.params["world_size"] for m in tokens) == [1, 2]
     assert all(m.params["compile"] is True for m in tokens)
+
+
+def test_bert_pretraining_trains_under_data_parallel_strategies(tmp_path: Path) -> None:
+    dp = ("ddp", "fsdp2", "zero2", "zero1")
+    results = run_training(
+        tmp_path / "run",
+        "training.model=bert_tiny",
+        "training.sweep=true",
+        f"training.sweep_strategies={','.join(dp)}",
+        "training.sweep_precisions=fp32",
+        "training.sweep_activation_checkpointing=false,true",
+    )
+    ms = [m for m in results.measurements if m.benchmark == "training"]
+    rates = [m for m in ms if m.metric == "samples_per_s" and m.params.get("series") == "sweep"]
+    combos = {(m.params["strategy"], m.params["activation_checkpointing"]) for m in rates}
+    assert combos == {(s, a) for s in dp for a in (False, True)}
+    assert all(m.value > 0 and m.params["model"] == "bert_tiny" for m in rates)
+    assert not [m for m in ms if m.metric == "tokens_per_s"]  # sequences/s, as MLPerf reports
+    assert all(math.isfinite(m.value) for m in ms if m.metric == "loss")

@@ -10,13 +10,18 @@ from clusterbench.benchmarks.training.decoder import (
     decoder_flops_per_token,
     decoder_recompute_flops,
 )
+from clusterbench.benchmarks.training.encoder import Bert, encoder_flops_per_sequence
 from clusterbench.benchmarks.training.metrics import (
     idle_fraction,
     mfu,
     strong_scaling_efficiency,
     weak_scaling_efficiency,
 )
-from clusterbench.benchmarks.training.models import DECODER_PRESETS, build_workload
+from clusterbench.benchmarks.training.models import (
+    DECODER_PRESETS,
+    ENCODER_PRESETS,
+    build_workload,
+)
 from clusterbench.benchmarks.training.pipeline import stage_layers
 
 CPU = torch.device("cpu")
@@ -115,6 +120,7 @@ def test_world_sizes_and_stages() -> None:
         {"world_sizes": [0]},
         {"sweep_strategies": ["ddp", "nope"]},
         {"model": "resnet50", "strategy": "tp"},
+        {"model": "bert_large", "strategy": "pp"},
     ],
 )
 def test_config_rejects(bad: dict[str, object]) -> None:
@@ -135,3 +141,39 @@ def test_presets() -> None:
     ]
     with pytest.raises(ValueError):
         TrainingConfig.preset(suite="huge", device_type="cpu")
+
+
+@pytest.mark.parametrize("seq_len", [None, 64])
+def test_encoder_flops_equal_torchs_count(seq_len: int | None) -> None:
+    # FlopCounterMode counts every matmul and attention product of forward + backward
+    from torch.utils.flop_counter import FlopCounterMode
+
+    cfg = ENCODER_PRESETS["bert_tiny"]
+    cfg = cfg if seq_len is None else cfg.with_seq_len(seq_len)
+    with torch.device("meta"):
+        model = Bert(cfg)
+        tokens = torch.randint(0, cfg.vocab_size, (1, cfg.seq_len))
+    counter = FlopCounterMode(display=False)
+    with counter:
+        mlm, nsp = model(tokens)
+        (mlm.sum() + nsp.sum()).backward()
+    assert encoder_flops_per_sequence(cfg) == counter.get_total_flops()
+
+
+def test_bert_presets_and_training_step() -> None:
+    large = ENCODER_PRESETS["bert_large"]  # MLPerf: 24 x 1024, 16 heads, 512 tokens, 76 masked
+    assert (large.num_layers, large.dim, large.num_heads, large.seq_len) == (24, 1024, 16, 512)
+    assert (large.max_predictions, large.vocab_size) == (76, 30528)
+    with torch.device("meta"):
+        params = sum(p.numel() for p in Bert(large).parameters())
+    assert 330e6 < params < 340e6  # BERT-Large: 335M (Devlin et al. 2019 round it to 340M)
+    assert large.with_seq_len(128).max_predictions == 19  # the same 15% share
+    w = build_workload("bert_tiny", device=CPU, seq_len=32)
+    x, y = w.make_batch(3)
+    assert x.shape == (3, 32) and y.shape == (3, 5 + 1)  # 5 masked labels + the NSP label
+    loss = w.loss_fn(w.model(x), y)
+    loss.backward()
+    expected = torch.log(torch.tensor(30528.0)) + torch.log(torch.tensor(2.0))
+    assert torch.isfinite(loss) and abs(loss.item() - expected.item()) < 0.5
+    assert w.kind == "encoder" and w.block_paths == ("encoder.layers",)
+    assert all(p.grad is not None for p in w.model.parameters())

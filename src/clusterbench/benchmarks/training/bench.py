@@ -38,8 +38,8 @@ class TrainingConfig:
     """Settings of the ``training`` benchmark."""
 
     model: str = "tiny"
-    """Workload preset: tiny, 125m, 1.3b, 2b, 7b, 8b (Llama-style decoders), resnet50,
-    vit_b_16 (torchvision)."""
+    """Workload preset: tiny, 125m, 1.3b, 2b, 7b, 8b (Llama-style decoders), bert_tiny,
+    bert_large (BERT pre-training, MLPerf's model), resnet50, vit_b_16 (torchvision)."""
     strategy: str = "ddp"
     """ddp, fsdp2 (ZeRO-3), zero2 (FSDP2 without reshard after forward), zero1
     (ZeroRedundancyOptimizer), tp (tensor parallel, decoders), pp (pipeline, decoders)."""
@@ -48,7 +48,7 @@ class TrainingConfig:
     batch_size: int = 8
     """Samples per GPU per micro-step (tp / pp: the group trains batch_size x w samples)."""
     seq_len: int | None = None
-    """Decoder sequence length; None: the preset's."""
+    """Decoder or encoder sequence length; None: the preset's."""
     grad_accum: int = 1
     """Micro-steps per optimizer step (gradients synchronised on the last only)."""
     activation_checkpointing: bool = False

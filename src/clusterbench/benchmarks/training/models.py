@@ -26,9 +26,23 @@ from clusterbench.benchmarks.training.decoder import (
     decoder_flops_per_token,
     decoder_recompute_flops,
 )
+from clusterbench.benchmarks.training.encoder import (
+    Bert,
+    EncoderConfig,
+    encoder_flops_per_sequence,
+    padded_vocab,
+    pretraining_loss,
+)
 from clusterbench.benchmarks.training.workload import Batch, Workload
 
-__all__ = ["DECODER_PRESETS", "PRESETS", "VISION_PRESETS", "build_workload", "llama_ffn_dim"]
+__all__ = [
+    "DECODER_PRESETS",
+    "ENCODER_PRESETS",
+    "PRESETS",
+    "VISION_PRESETS",
+    "build_workload",
+    "llama_ffn_dim",
+]
 
 _GPT2_VOCAB = 50304  # GPT-2's 50257 tokens padded to a multiple of 64 (nanoGPT)
 
@@ -63,9 +77,23 @@ DECODER_PRESETS: dict[str, DecoderConfig] = {
     # Llama-3-8B (Meta, 2024): 8 kv heads, ffn 14336, vocab 128256, RoPE theta 500000
     "8b": _decoder(32, 4096, 32, 8, vocab=128256, seq_len=8192, ffn_dim=14336, rope_theta=500000.0),
 }
+_BERT_VOCAB = padded_vocab(30522)  # BERT's uncased WordPiece vocabulary, padded to 30528
+ENCODER_PRESETS: dict[str, EncoderConfig] = {
+    # BERT-Tiny (Turc et al. 2019: L 2, H 128, A 2), at BERT's phase-1 length: for CPUs
+    "bert_tiny": EncoderConfig(
+        num_layers=2, dim=128, num_heads=2, ffn_dim=512, vocab_size=_BERT_VOCAB, seq_len=128,
+        max_predictions=20,
+    ),
+    # BERT-Large as MLPerf Training runs it: 24 layers, d 1024, 16 heads, 512 tokens, 76
+    # masked-token predictions per sequence
+    "bert_large": EncoderConfig(
+        num_layers=24, dim=1024, num_heads=16, ffn_dim=4096, vocab_size=_BERT_VOCAB, seq_len=512,
+        max_predictions=76,
+    ),
+}  # fmt: skip
 VISION_PRESETS: dict[str, str] = {"resnet50": "resnet50", "vit_b_16": "vit_b_16"}
 """Preset name -> torchvision.models builder."""
-PRESETS = (*DECODER_PRESETS, *VISION_PRESETS)
+PRESETS = (*DECODER_PRESETS, *ENCODER_PRESETS, *VISION_PRESETS)
 _IMAGE_SIZE = 224
 _NUM_CLASSES = 1000
 
@@ -73,10 +101,12 @@ _NUM_CLASSES = 1000
 def build_workload(name: str, *, device: torch.device, seq_len: int | None = None) -> Workload:
     """The workload of preset ``name`` on ``device``, float32 parameters, synthetic data.
 
-    ``seq_len`` overrides a decoder's sequence length (ignored by vision models).
+    ``seq_len`` overrides a decoder's or encoder's sequence length (ignored by vision models).
     """
     if name in DECODER_PRESETS:
         return _decoder_workload(name, device=device, seq_len=seq_len)
+    if name in ENCODER_PRESETS:
+        return _encoder_workload(name, device=device, seq_len=seq_len)
     if name in VISION_PRESETS:
         return _vision_workload(name, device=device)
     raise ValueError(f"unknown model {name!r} (choose from {', '.join(PRESETS)})")
@@ -113,6 +143,39 @@ def _decoder_workload(name: str, *, device: torch.device, seq_len: int | None) -
         flops_formula="6N + 12LHQT per token (PaLM appendix B); N without token embedding",
         recompute_flops_per_sample=decoder_recompute_flops(cfg, seq_len=t) * t,
         block_paths=("layers",),
+    )
+
+
+def _encoder_workload(name: str, *, device: torch.device, seq_len: int | None) -> Workload:
+    preset = ENCODER_PRESETS[name]
+    cfg = preset if seq_len is None else preset.with_seq_len(seq_len)
+    with torch.device(device):
+        model = Bert(cfg)
+    p = cfg.max_predictions
+
+    def make_batch(batch_size: int) -> Batch:
+        tokens = torch.randint(0, cfg.vocab_size, (batch_size, cfg.seq_len), device=device)
+        masked = torch.randint(0, cfg.vocab_size, (batch_size, p), device=device)
+        next_sentence = torch.randint(0, 2, (batch_size, 1), device=device)
+        return tokens, torch.cat([masked, next_sentence], dim=1)
+
+    return Workload(
+        name=name,
+        kind="encoder",
+        model=model,
+        make_batch=make_batch,
+        loss_fn=pretraining_loss,
+        flops_per_sample=encoder_flops_per_sequence(cfg),
+        flops_formula=(
+            "6 x matmul weights x tokens they see (blocks: T, MLM head: P, NSP: 1) + 12LHQT^2 "
+            "per sequence"
+        ),
+        # one more forward of the blocks: a third of their training FLOPs
+        recompute_flops_per_sample=(
+            2.0 * cfg.num_layers * (4 * cfg.dim**2 + 2 * cfg.dim * cfg.ffn_dim) * cfg.seq_len
+            + 4.0 * cfg.num_layers * cfg.dim * cfg.seq_len**2
+        ),
+        block_paths=("encoder.layers",),
     )
 
 
