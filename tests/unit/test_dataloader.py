@@ -142,6 +142,8 @@ def test_config_rejects_bad_values() -> None:
         dl.DataloaderConfig(datasets=["video"])
     with pytest.raises(ValueError, match="image_format"):
         dl.DataloaderConfig(image_format="gif")
+    with pytest.raises(ValueError, match="feeds a decoder"):
+        dl.DataloaderConfig(model="bert_large")
 
 
 def test_defaults_below_but_best_settings_fine_is_not_input_bound() -> None:

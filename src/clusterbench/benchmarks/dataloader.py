@@ -124,6 +124,13 @@ class DataloaderConfig:
         for name in ("num_samples", "image_size", "batch_size", "token_batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        from clusterbench.benchmarks.training.models import DECODER_PRESETS
+
+        if self.model not in DECODER_PRESETS:
+            raise ValueError(
+                f"model {self.model!r}: the token shard feeds a decoder "
+                f"(choose from {', '.join(DECODER_PRESETS)})"
+            )
         if self.measure_batches < 1 or self.train_steps < 1 or self.seq_len < 0:
             raise ValueError("measure_batches and train_steps must be >= 1, seq_len >= 0")
 
