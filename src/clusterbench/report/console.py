@@ -89,8 +89,13 @@ def _print_matrix(matrix: Matrix, console: Console) -> None:
 def _print_grid(grid: Grid, console: Console) -> None:
     console.print(Text(grid.title, style="italic"))
     table = Table(header_style="bold", box=box.SIMPLE_HEAD)
+    # the first column names the row (a model, a device): never shrunk to an ellipsis
+    first = min(24, max((len(row[0]) for row in grid.rows if row), default=0))
     for i, name in enumerate(grid.header):
-        table.add_column(name, justify="left" if i == 0 else "right")
+        if i == 0:
+            table.add_column(name, justify="left", min_width=first, no_wrap=True)
+        else:
+            table.add_column(name, justify="right")
     for row in grid.rows:
         table.add_row(*(Text(c) for c in row))
     console.print(table)
