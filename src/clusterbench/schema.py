@@ -96,6 +96,11 @@ class PCIeLink(_Model):
     max_gen: int | None = None
     max_width: int | None = None
 
+    def below_max(self) -> bool:
+        """Trained below its own maximum generation or width (where both are known)."""
+        low_gen = bool(self.gen and self.max_gen and self.gen < self.max_gen)
+        return low_gen or bool(self.width and self.max_width and self.width < self.max_width)
+
 
 class GpuSpecRef(_Model):
     """The spec-table entry a GPU was matched to (absent for an unknown SKU)."""

@@ -229,8 +229,11 @@ def test_straggler_among_cpu_ranks_of_one_host_is_not_judged(one_host: bool, sev
               lateness=[0.0, 30.0, 0.2, 0.1]),
         backend="gloo",
     )  # fmt: skip
-    if not one_host:  # one CPU rank per machine: they do not share cores
-        res.measurements = [x.model_copy(update={"host": f"h{x.rank}"}) for x in res.measurements]
+    host = (lambda rank: "h") if one_host else (lambda rank: f"h{rank}")  # one rank per machine
+    res.measurements = [
+        x.model_copy(update={"host": host(x.rank), "device": f"cpu:{x.rank}"})
+        for x in res.measurements
+    ]
     found = {f.id: f for f in attribution_findings(res, thresholds=None)}
     straggler = found["attribution.straggler"]
     assert straggler.severity == severity and straggler.evidence["rank"] == 1

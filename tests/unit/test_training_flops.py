@@ -176,4 +176,6 @@ def test_bert_presets_and_training_step() -> None:
     expected = torch.log(torch.tensor(30528.0)) + torch.log(torch.tensor(2.0))
     assert torch.isfinite(loss) and abs(loss.item() - expected.item()) < 0.5
     assert w.kind == "encoder" and w.block_paths == ("encoder.layers",)
+    # recomputation adds one forward of the blocks: at most 8/6 of the model FLOPs
+    assert 1 < (w.flops_per_sample + w.recompute_flops_per_sample) / w.flops_per_sample <= 4 / 3
     assert all(p.grad is not None for p in w.model.parameters())

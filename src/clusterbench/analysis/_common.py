@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable
 from typing import TypeVar
 
@@ -57,13 +58,12 @@ def gpu_severity(results: Results, severity: Severity) -> Severity:
     return severity if results.run.backend == "nccl" else "info"
 
 
-def cpu_ranks_share_host(results: Results, host: str) -> str | None:
-    """On CPU workers with several ranks on ``host``: why comparing those ranks says nothing
-    about the hardware (they share the host's cores, so who runs late or slow is the OS
-    scheduler's choice); None on GPUs or for a rank alone on its host."""
-    if results.run.backend == "nccl":
-        return None
-    ranks = len({m.rank for m in results.measurements if m.host == host})
-    if ranks < 2:
-        return None
-    return f"{ranks} CPU ranks share the cores of {host}: reported, not judged"
+def shared_cpu_hosts(measurements: Iterable[Measurement]) -> dict[str, int]:
+    """Hosts with several CPU devices (CPU workers) -> how many.  Those ranks share the host's
+    cores, so which of them runs late or slow is the OS scheduler's choice, not a faulty
+    device: comparisons between them are reported, never judged."""
+    devices: dict[str, set[str]] = defaultdict(set)
+    for m in measurements:
+        if m.device.startswith("cpu"):
+            devices[m.host].add(m.device)
+    return {host: len(d) for host, d in devices.items() if len(d) > 1}

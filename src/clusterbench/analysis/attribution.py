@@ -303,13 +303,15 @@ def step_breakdowns(
     *,
     peaks: Peaks | None = None,
     waits_ms: Mapping[int, Sequence[float]] | None = None,
+    acts: Sequence[Activity] | None = None,
 ) -> list[StepBreakdown]:
     """Every profiled step of one rank's trace, split into the four classes.
 
     ``waits_ms[N][k]``: how long the k-th collective of step N waited for the other ranks
     (:func:`collective_waits`); that part of it is coordination, not communication.
+    ``acts``: :func:`activities` of the same trace, when the caller has them already.
     """
-    acts = activities(events, peaks=peaks)
+    acts = activities(events, peaks=peaks) if acts is None else acts
     out = []
     for span in profiler_steps(events):
         start, end = _span(span)
@@ -369,9 +371,10 @@ def start_lateness(
     for n in steps:
         for k in range(min(len(r[n]) for r in per_rank)):
             offsets = [r[n][k].offset_ms for r in per_rank]
-            spreads.append(max(offsets) - min(offsets))
+            first = min(offsets)
+            spreads.append(max(offsets) - first)
             for mine, offset in zip(late, offsets, strict=True):
-                mine.append(offset - min(offsets))
+                mine.append(offset - first)
     return spreads, late
 
 

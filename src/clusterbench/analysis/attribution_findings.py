@@ -11,10 +11,10 @@ from collections import defaultdict
 from typing import Any
 
 from clusterbench.analysis._common import (
-    cpu_ranks_share_host,
     gpu_severity,
     scope_label,
     select,
+    shared_cpu_hosts,
 )
 from clusterbench.analysis.collectives import low_busbw_findings
 from clusterbench.analysis.outliers import robust_zscores
@@ -164,7 +164,7 @@ def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Findi
     if late[rank] < max(_MIN_SPREAD_MS, step_ms * min_spread_pct / 100) or own >= min(others):
         return []
     m = ranks[rank]["step_time_ms"]
-    shared = cpu_ranks_share_host(results, m.host)
+    shared = _shared_note(results, m.host)
     return [
         Finding(
             id="attribution.straggler",
@@ -193,6 +193,12 @@ def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Findi
     ]
 
 
+def _shared_note(results: Results, host: str) -> str | None:
+    """Why ``host``'s ranks are not judged against each other (CPU ranks sharing its cores)."""
+    n = shared_cpu_hosts(results.measurements).get(host)
+    return f"{n} CPU ranks share the cores of {host}: reported, not judged" if n else None
+
+
 def busy_time_outliers(results: Results, *, mads: float, min_rel: float) -> list[Finding]:
     """Per-rank step-time outliers. Synchronous training gives every rank the same wall step
     (they wait for each other), so the busy part of the step (step x (100 - coordination)%)
@@ -213,7 +219,7 @@ def busy_time_outliers(results: Results, *, mads: float, min_rel: float) -> list
         if z <= mads or median <= 0 or (value - median) / median < min_rel:
             continue
         m = ranks[r]["step_time_ms"]
-        shared = cpu_ranks_share_host(results, m.host)
+        shared = _shared_note(results, m.host)
         out.append(
             Finding(
                 id="attribution.slow_rank",

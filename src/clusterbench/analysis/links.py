@@ -89,16 +89,14 @@ def _pcie_idle_findings(results: Results, *, skip: set[tuple[str, str]]) -> list
 
 
 def _pcie_idle_finding(link: PCIeLink, *, scope: str) -> Finding | None:
-    low_gen = bool(link.gen and link.max_gen and link.gen < link.max_gen)
-    low_width = bool(link.width and link.max_width and link.width < link.max_width)
-    if not (low_gen or low_width):
+    if not link.below_max():
         return None
     message = (
         f"PCIe link reads gen {link.gen} x{link.width} at idle (maximum gen {link.max_gen} "
         f"x{link.max_width}); GPUs lower the link speed when idle to save power, so only a "
         "reading under load is a fault"
     )
-    if low_width:
+    if link.width and link.max_width and link.width < link.max_width:
         message += " (a narrower link is unusual even at idle)"
     return Finding(
         id="pcie.idle_reading",
@@ -213,15 +211,7 @@ def _remote_numa_finding(
 def p2p_findings(results: Results, *, min_efficiency: float) -> list[Finding]:
     """No peer access between two GPUs -> warn; a pair below ``min_efficiency`` x NVLink -> warn."""
     pairs = select(results, benchmark="transfer", metric="p2p_bandwidth")
-    best = best_by(
-        pairs,
-        lambda m: (
-            m.host,
-            dev_label(m.params.get("src")),
-            dev_label(m.params.get("dst")),
-            _mode(m),
-        ),
-    )
+    best = best_by(pairs, _pair_key)
     out: list[Finding] = []
     seen_no_access: set[tuple[str, frozenset[str]]] = set()
     for (host, src, dst, _), m in best.items():

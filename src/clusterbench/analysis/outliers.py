@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from clusterbench.analysis._common import dev_label
+from clusterbench.analysis._common import dev_label, shared_cpu_hosts
 from clusterbench.schema import Finding, Measurement, ParamValue
 
 __all__ = ["MIN_PEERS", "SCALED_MAD", "better_direction", "peer_outliers", "robust_zscores"]
@@ -121,8 +121,6 @@ class _Outlier:
     scaled_mad: float
     robust_z: float
     num_peers: int
-    shares_cores: bool
-    """A CPU rank with other ranks of the group on its host: they share the host's cores."""
 
     @property
     def rel_gap(self) -> float:
@@ -139,6 +137,7 @@ def peer_outliers(
     parameter sets of one metric (e.g. every GEMM shape), one finding names the worst and counts
     the others.
     """
+    measurements = list(measurements)
     groups: dict[tuple[object, ...], list[Measurement]] = defaultdict(list)
     for m in measurements:
         if m.benchmark not in _SKIP_BENCHMARKS and better_direction(m.unit) is not None:
@@ -146,7 +145,7 @@ def peer_outliers(
     outliers = [
         o for group in groups.values() for o in _group_outliers(group, mads=mads, min_rel=min_rel)
     ]
-    return _collapse(outliers)
+    return _collapse(outliers, shared=shared_cpu_hosts(measurements))
 
 
 def _group_key(m: Measurement) -> tuple[object, ...]:
@@ -177,7 +176,6 @@ def _group_outliers(group: list[Measurement], *, mads: float, min_rel: float) ->
     if len(per_member) < MIN_PEERS:
         return []
     members = list(per_member)
-    ranks_per_host = Counter(host for host, _ in members)
     values = [statistics.median(per_member[k]) for k in members]
     median = statistics.median(values)
     if median == 0:
@@ -204,24 +202,24 @@ def _group_outliers(group: list[Measurement], *, mads: float, min_rel: float) ->
                     scaled_mad=scaled_mad,
                     robust_z=z,
                     num_peers=len(members),
-                    shares_cores=member.startswith("cpu") and ranks_per_host[host] > 1,
                 )
             )
     return out
 
 
-def _collapse(outliers: list[_Outlier]) -> list[Finding]:
+def _collapse(outliers: list[_Outlier], *, shared: dict[str, int]) -> list[Finding]:
     by_subject: dict[tuple[str, str, str, str], list[_Outlier]] = defaultdict(list)
     for o in outliers:
         by_subject[(o.benchmark, o.metric, o.host, o.member)].append(o)
     findings = []
     for items in by_subject.values():
         worst = max(items, key=lambda o: o.rel_gap)
-        findings.append(_finding(worst, num_flagged=len(items)))
+        shares_cores = worst.member.startswith("cpu") and worst.host in shared
+        findings.append(_finding(worst, num_flagged=len(items), shares_cores=shares_cores))
     return findings
 
 
-def _finding(o: _Outlier, *, num_flagged: int) -> Finding:
+def _finding(o: _Outlier, *, num_flagged: int, shares_cores: bool) -> Finding:
     params = ", ".join(f"{k}={v}" for k, v in o.params.items())
     where = "below" if o.value < o.median else "above"
     what = "pairs" if o.is_pair else "devices"
@@ -232,11 +230,11 @@ def _finding(o: _Outlier, *, num_flagged: int) -> Finding:
     )
     if num_flagged > 1:
         message += f"; {num_flagged} parameter sets of this metric are outliers"
-    if o.shares_cores:
+    if shares_cores:
         message += " (CPU ranks of one host share its cores: not a faulty device, not judged)"
     return Finding(
         id=f"outlier.{o.benchmark}.{o.metric}",
-        severity="info" if o.shares_cores else "fail",
+        severity="info" if shares_cores else "fail",
         scope=f"host:{o.host}/{o.member}",
         message=message + ".",
         evidence={

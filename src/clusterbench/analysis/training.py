@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusterbench.analysis._common import select
-from clusterbench.schema import Finding, Measurement, Results, Severity
+from clusterbench.analysis._common import gpu_severity, scope_label, select
+from clusterbench.schema import Finding, Measurement, Results
 
 __all__ = [
     "LARGE_MODELS",
@@ -63,11 +63,9 @@ def scaling_findings(results: Results, *, warn: float, fail: float) -> list[Find
         e = m.value / 100
         if e >= warn:
             continue
-        severity: Severity = "fail" if e < fail else "warn"
-        if results.run.backend != "nccl":
-            # CPU workers share the host's cores: scaling there describes the machine's core
-            # count, not a cluster, so it is stated but not judged.
-            severity = "info"
+        # CPU workers share the host's cores: scaling there describes the machine's core
+        # count, not a cluster, so it is stated but not judged.
+        severity = gpu_severity(results, "fail" if e < fail else "warn")
         w, mode = m.params.get("world_size"), m.params.get("scaling_mode", "weak")
         out.append(
             Finding(
@@ -100,7 +98,7 @@ def low_mfu_findings(results: Results, *, mfu_min: float) -> list[Finding]:
             Finding(
                 id="training.low_mfu",
                 severity="warn",
-                scope=f"host:{m.host}/{m.device}",
+                scope=scope_label(m.host, m.device),
                 message=(
                     f"{_case(m)} at {m.params.get('world_size')} GPUs: MFU {m.value:.1f}% is "
                     f"below {100 * mfu_min:.0f}% (large models reach 40-60% on H100-class GPUs)."

@@ -114,9 +114,10 @@ def build_step(ctx: DistContext, cfg: AttributionConfig) -> Callable[[], None]:
         batches = [workload.make_batch(cfg.batch_size) for _ in range(cfg.grad_accum)]
     else:
         assert dist.group.WORLD is not None
+        training = cfg.training_config()
         _, trainer, batches = cases.setup_case(
-            ctx, cfg.training_config(), case=cfg.training_config().case(),
-            group=dist.group.WORLD, grad_accum=cfg.grad_accum,
+            ctx, training, case=training.case(), group=dist.group.WORLD,
+            grad_accum=cfg.grad_accum,
         )  # fmt: skip
     straggle = _busy_delay(ctx, cfg.delay_ms) if ctx.rank == cfg.delay_rank else None
 

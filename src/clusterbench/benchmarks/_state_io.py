@@ -9,6 +9,8 @@ from typing import Any
 
 import torch
 
+from clusterbench.hardware.sysfs import mount_of, read_text
+
 __all__ = [
     "check",
     "durable",
@@ -103,17 +105,5 @@ def zeros_like(tree: Any) -> Any:
 def filesystem_of(path: Path) -> str:
     """Type of the filesystem holding ``path`` (the longest mount point above it), from
     /proc/mounts; 'unknown' where that file does not exist."""
-    target, best, kind = str(path.resolve()), "", "unknown"
-    try:
-        lines = Path("/proc/mounts").read_text().splitlines()
-    except OSError:
-        return kind
-    for line in lines:
-        fields = line.split()
-        if len(fields) < 3:
-            continue
-        mount = fields[1].replace("\\040", " ")
-        inside = target == mount or target.startswith(mount.rstrip("/") + "/")
-        if inside and len(mount) >= len(best):
-            best, kind = mount, fields[2]
-    return kind
+    mount = mount_of(read_text(Path("/proc/mounts")) or "", str(path.resolve()))
+    return mount[1] if mount else "unknown"

@@ -137,12 +137,12 @@ def attribution(ctx: DistContext, cfg: AttributionConfig) -> Iterator[Measuremen
         events = run.load_trace_events(profiled.trace)
         if not cfg.keep_traces:
             profiled.trace.unlink()
-    peaks = _peaks(ctx, cfg.precision)
-    mine = {s.step: s.collectives for s in attr.step_breakdowns(events, peaks=peaks)}
+    acts = attr.activities(events, peaks=_peaks(ctx, cfg.precision))  # classified once
+    mine = {s.step: s.collectives for s in attr.step_breakdowns(events, acts=acts)}
     everyone = ctx.all_gather(_plain(mine))
     per_rank = [_unplain(r) for r in everyone]
     waits = attr.collective_waits(per_rank)[ctx.rank]
-    steps = attr.step_breakdowns(events, peaks=peaks, waits_ms=waits)
+    steps = attr.step_breakdowns(events, waits_ms=waits, acts=acts)
     spreads, lateness = attr.start_lateness(per_rank)
     trace = (
         str(profiled.trace.relative_to(ctx.run_dir)) if ctx.run_dir and cfg.keep_traces else None

@@ -27,7 +27,7 @@ from clusterbench.schema import Measurement, ParamValue, Reference
 if TYPE_CHECKING:
     from typing import Self
 
-__all__ = ["DTYPES", "TOLERANCE", "GemmConfig", "gemm", "parse_shape"]
+__all__ = ["DTYPES", "TOLERANCE", "TORCH_DTYPES", "GemmConfig", "gemm", "parse_shape"]
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ _CHECK_ROWS = 128
 _FP8_MAX = 448.0  # largest finite float8_e4m3fn value (OCP FP8 spec)
 _FP8_MIN_CAPABILITY = (8, 9)  # FP8 tensor cores: Ada (sm_89) and Hopper (sm_90) onwards
 _SHAPE_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*$")
-_TORCH_DTYPES = {
+TORCH_DTYPES = {
     "fp32": torch.float32,
     "tf32": torch.float32,
     "fp16": torch.float16,
@@ -291,7 +291,7 @@ def _make_op(
     m, n, k = shape
     if dtype == "fp8":
         return _make_fp8_op(device, shape=shape, fast_accum=fast_accum)
-    torch_dtype = _TORCH_DTYPES[dtype]
+    torch_dtype = TORCH_DTYPES[dtype]
     a = torch.randn(m, k, device=device, dtype=torch_dtype)
     b = torch.randn(k, n, device=device, dtype=torch_dtype)
     out = torch.empty(m, n, device=device, dtype=torch_dtype)

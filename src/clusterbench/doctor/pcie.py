@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from clusterbench.doctor._sources import Check, Sources
-from clusterbench.hardware.sysfs import pci_device_dir
+from clusterbench.hardware.sysfs import PCI_ADDRESS, pci_device_dir
 from clusterbench.hardware.topology import normalize_pci_bus_id
 from clusterbench.schema import Finding, GpuInfo, NicInfo
 
@@ -20,7 +20,6 @@ __all__ = [
 ]
 
 RDMA_KINDS = ("infiniband", "roce", "efa")
-_PCI_ADDRESS = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _LSPCI_HEADER = re.compile(r"^((?:[0-9a-fA-F]{4,}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(.*)$")
 
 
@@ -48,9 +47,7 @@ def _slot_limited(src: Sources, gpu: GpuInfo) -> Finding | None:
 
 def _below_max(src: Sources, gpu: GpuInfo) -> Finding | None:
     link = gpu.pcie
-    low_gen = bool(link.gen and link.max_gen and link.gen < link.max_gen)
-    low_width = bool(link.width and link.max_width and link.width < link.max_width)
-    if not (low_gen or low_width):
+    if not link.below_max():
         return None
     return Finding(
         id="doctor.pcie.link_below_max",
@@ -96,7 +93,7 @@ def upstream_bridges(root: Path, bus_id: str) -> list[str]:
         resolved = pci_device_dir(root, bus_id).resolve(strict=True)
     except OSError:
         return []
-    parts = [p for p in resolved.parts if _PCI_ADDRESS.match(p)]
+    parts = [p for p in resolved.parts if PCI_ADDRESS.match(p)]
     return parts[:-1] if parts and parts[-1] == bus_id else parts
 
 

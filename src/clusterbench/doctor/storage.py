@@ -7,27 +7,13 @@ import tempfile
 from pathlib import Path
 
 from clusterbench.doctor._sources import Check, Sources
-from clusterbench.hardware.sysfs import read_text
+from clusterbench.hardware.sysfs import mount_of, read_text
 from clusterbench.schema import Finding
 
 __all__ = ["CHECKS", "MIN_FREE_BYTES", "check_storage", "mount_of"]
 
 MIN_FREE_BYTES = 50 * 10**9
 """Less free space than this holds few checkpoints of a 7B model (~100 GB with optimizer)."""
-
-
-def mount_of(mounts_text: str, path: str) -> tuple[str, str] | None:
-    """(mount point, file system type) of the longest mount point above ``path``."""
-    best: tuple[str, str] | None = None
-    for line in mounts_text.splitlines():
-        fields = line.split()
-        if len(fields) < 3:
-            continue
-        point = fields[1].replace("\\040", " ")  # /proc/mounts escapes spaces
-        inside = path == point or path.startswith(point.rstrip("/") + "/")
-        if inside and (best is None or len(point) >= len(best[0])):
-            best = (point, fields[2])
-    return best
 
 
 def _existing(path: Path) -> Path:

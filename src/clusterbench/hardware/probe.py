@@ -11,7 +11,6 @@ import contextlib
 import importlib.metadata
 import logging
 import platform
-import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,7 +62,6 @@ NicKind = Literal["infiniband", "roce", "efa", "ethernet", "other"]
 # linux/if_arp.h: ARPHRD_ETHER = 1, ARPHRD_INFINIBAND = 32 (IPoIB)
 _ARPHRD_ETHER = 1
 _ARPHRD_INFINIBAND = 32
-_PCI_ADDRESS = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
 # ---------------------------------------------------------------------------- NVML session

@@ -14,6 +14,8 @@ import psutil
 from clusterbench.schema import CpuInfo, NicInfo
 
 __all__ = [
+    "PCI_ADDRESS",
+    "mount_of",
     "numa_node_cpus",
     "numa_of",
     "parse_cpulist",
@@ -29,7 +31,7 @@ NicKind = Literal["infiniband", "roce", "efa", "ethernet", "other"]
 # linux/if_arp.h: ARPHRD_ETHER = 1, ARPHRD_INFINIBAND = 32 (IPoIB)
 _ARPHRD_ETHER = 1
 _ARPHRD_INFINIBAND = 32
-_PCI_ADDRESS = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+PCI_ADDRESS = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 # ---------------------------------------------------------------------------- small readers
 
@@ -39,6 +41,20 @@ def read_text(path: Path) -> str | None:
         return path.read_text(encoding="utf-8", errors="replace").strip()
     except OSError:
         return None
+
+
+def mount_of(mounts_text: str, path: str) -> tuple[str, str] | None:
+    """(mount point, file system type) of the longest mount point above ``path``."""
+    best: tuple[str, str] | None = None
+    for line in mounts_text.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")  # /proc/mounts escapes spaces
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and (best is None or len(point) >= len(best[0])):
+            best = (point, fields[2])
+    return best
 
 
 def read_int(path: Path) -> int | None:
@@ -61,7 +77,7 @@ def pci_address_of(device_link: Path) -> str | None:
     except OSError:
         return None
     for part in (resolved, *list(resolved.parents)[:2]):
-        if _PCI_ADDRESS.match(part.name):
+        if PCI_ADDRESS.match(part.name):
             return part.name
     return None
 

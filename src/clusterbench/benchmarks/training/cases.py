@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.distributed as dist
 
+from clusterbench.benchmarks.gemm import TORCH_DTYPES
 from clusterbench.benchmarks.training import metrics
 from clusterbench.benchmarks.training.models import build_workload
 from clusterbench.benchmarks.training.strategies import (
@@ -45,12 +46,6 @@ log = logging.getLogger(__name__)
 _SEED = 1234  # every rank draws the same weights and batches (tensor / pipeline parallel need it)
 _GEMM_SIZE = 8192
 _gemm_tflops: dict[str, float] = {}
-_TORCH_DTYPES = {
-    "fp32": torch.float32,
-    "tf32": torch.float32,
-    "bf16": torch.bfloat16,
-    "fp16": torch.float16,
-}
 
 
 @dataclass(kw_only=True)
@@ -188,13 +183,9 @@ def _emit(
     gemm_reference: bool,
 ) -> Iterator[Measurement]:
     w = outcome.world_size
-    ms = [t * 1e3 for t in timed.samples]
+    ms = Stats.from_samples([t * 1e3 for t in timed.samples])
     yield ctx.measurement(
-        metric="step_time_ms",
-        value=Stats.from_samples(ms).median,
-        unit="ms",
-        params=params,
-        stats=Stats.from_samples(ms),
+        metric="step_time_ms", value=ms.median, unit="ms", params=params, stats=ms
     )
     tokens = workload.tokens_per_sample if workload.kind == "decoder" else 1
     name, unit = (
@@ -278,7 +269,7 @@ def _measured_gemm_tflops(ctx: DistContext, precision: str) -> float | None:
         return None
     if precision not in _gemm_tflops:
         n = _GEMM_SIZE
-        a, b = (torch.randn(n, n, device=ctx.device, dtype=_TORCH_DTYPES[precision]) for _ in "ab")
+        a, b = (torch.randn(n, n, device=ctx.device, dtype=TORCH_DTYPES[precision]) for _ in "ab")
         with matmul_precision(precision):
             samples = time_op(lambda: torch.mm(a, b), device=ctx.device, warmup=10, repeats=20)
         # TFLOP/s = 2 n^3 / t / 1e12

@@ -12,6 +12,7 @@ depend on where they are).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ __all__ = [
     "Bert",
     "EncoderConfig",
     "encoder_flops_per_sequence",
+    "encoder_recompute_flops",
     "padded_vocab",
     "pretraining_loss",
 ]
@@ -57,10 +59,8 @@ class EncoderConfig:
         (BERT's phase 1 trains at 128 tokens with 20 predictions, phase 2 at 512 with 80)."""
         if seq_len < 1:
             raise ValueError(f"seq_len must be >= 1, got {seq_len}")
-        share = self.max_predictions / self.seq_len
-        fields = {f: getattr(self, f) for f in self.__dataclass_fields__}
-        predictions = max(1, round(seq_len * share))
-        return EncoderConfig(**{**fields, "seq_len": seq_len, "max_predictions": predictions})
+        predictions = max(1, round(seq_len * self.max_predictions / self.seq_len))
+        return dataclasses.replace(self, seq_len=seq_len, max_predictions=predictions)
 
 
 def encoder_flops_per_sequence(cfg: EncoderConfig) -> float:
@@ -69,9 +69,20 @@ def encoder_flops_per_sequence(cfg: EncoderConfig) -> float:
     plus 12·L·H·Q·T² for attention scores and values (no causal mask to halve it).  Biases,
     norms and embedding lookups are not counted (PaLM appendix B's convention)."""
     d, t, p = cfg.dim, cfg.seq_len, cfg.max_predictions
-    block = 4 * d * d + 2 * d * cfg.ffn_dim  # q k v o projections, the two MLP matrices
-    weighted = cfg.num_layers * block * t + (d * d + d * cfg.vocab_size) * p + (d * d + 2 * d)
-    return 6.0 * weighted + 12.0 * cfg.num_layers * cfg.num_heads * cfg.head_dim * t * t
+    weighted = cfg.num_layers * _block_weights(cfg) * t + (d * d + d * cfg.vocab_size) * p
+    return 6.0 * (weighted + d * d + 2 * d) + 12.0 * cfg.num_layers * cfg.dim * t * t
+
+
+def encoder_recompute_flops(cfg: EncoderConfig) -> float:
+    """FLOPs per sequence that full activation checkpointing adds: one more forward of every
+    block, 2 x block weights x T + 4·L·H·Q·T² (the heads sit outside the blocks)."""
+    t = cfg.seq_len
+    return 2.0 * cfg.num_layers * _block_weights(cfg) * t + 4.0 * cfg.num_layers * cfg.dim * t * t
+
+
+def _block_weights(cfg: EncoderConfig) -> int:
+    """Matmul weights of one block: q k v o projections and the two MLP matrices."""
+    return 4 * cfg.dim * cfg.dim + 2 * cfg.dim * cfg.ffn_dim
 
 
 class Bert(nn.Module):

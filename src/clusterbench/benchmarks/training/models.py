@@ -10,6 +10,7 @@ multiply-adds); ViT-B/16 near 3 × 35 GFLOPs (torchvision lists 17.56 multiply-a
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from clusterbench.benchmarks.training.encoder import (
     Bert,
     EncoderConfig,
     encoder_flops_per_sequence,
+    encoder_recompute_flops,
     padded_vocab,
     pretraining_loss,
 )
@@ -118,8 +120,7 @@ def decoder_config(name: str, *, seq_len: int | None = None) -> DecoderConfig:
         return cfg
     if seq_len < 1:
         raise ValueError(f"seq_len must be >= 1, got {seq_len}")
-    fields = {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
-    return DecoderConfig(**{**fields, "seq_len": seq_len})
+    return dataclasses.replace(cfg, seq_len=seq_len)
 
 
 def _decoder_workload(name: str, *, device: torch.device, seq_len: int | None) -> Workload:
@@ -170,11 +171,7 @@ def _encoder_workload(name: str, *, device: torch.device, seq_len: int | None) -
             "6 x matmul weights x tokens they see (blocks: T, MLM head: P, NSP: 1) + 12LHQT^2 "
             "per sequence"
         ),
-        # one more forward of the blocks: a third of their training FLOPs
-        recompute_flops_per_sample=(
-            2.0 * cfg.num_layers * (4 * cfg.dim**2 + 2 * cfg.dim * cfg.ffn_dim) * cfg.seq_len
-            + 4.0 * cfg.num_layers * cfg.dim * cfg.seq_len**2
-        ),
+        recompute_flops_per_sample=encoder_recompute_flops(cfg),
         block_paths=("encoder.layers",),
     )
 

@@ -20,19 +20,20 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
-from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.optim import ZeroRedundancyOptimizer
-from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 
 from clusterbench.benchmarks.training.decoder import Decoder
 from clusterbench.benchmarks.training.workload import Batch, Workload
+
+# torch.distributed's tensor, FSDP and optim packages take most of a second to import: they
+# are imported where a strategy needs them, not when the benchmarks are registered.
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 
 __all__ = [
     "PRECISIONS",
@@ -164,6 +165,8 @@ def build_trainer(
         )  # fmt: skip
     model = workload.model
     if case.strategy == "tp":
+        from torch.distributed.device_mesh import DeviceMesh
+
         _apply_tensor_parallel(model, mesh=DeviceMesh.from_group(group, device.type))
     _prepare_blocks(model, case=case, block_paths=workload.block_paths)
     if case.strategy in ("fsdp2", "zero2"):
@@ -178,6 +181,8 @@ def build_trainer(
 
 def _prepare_blocks(model: nn.Module, *, case: Case, block_paths: tuple[str, ...]) -> None:
     """Activation checkpointing (non-reentrant) and torch.compile, block by block."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+
     if case.compile:
         # Blocks share one forward whose input shapes differ along the model (ResNet's stages):
         # each shape gets its own static graph, never a slower dynamic-shape one after a recompile
@@ -231,6 +236,8 @@ def _apply_tensor_parallel(model: nn.Module, *, mesh: DeviceMesh) -> None:
 def make_optimizer(params: list[nn.Parameter], *, device: torch.device) -> torch.optim.Optimizer:
     """AdamW, fused on CUDA; DTensor and plain parameters in separate groups (a fused or
     foreach kernel takes one kind per call)."""
+    from torch.distributed.tensor import DTensor
+
     dtensors = [p for p in params if isinstance(p, DTensor)]
     plain = [p for p in params if not isinstance(p, DTensor)]
     groups = [{"params": g} for g in (dtensors, plain) if g]
@@ -283,6 +290,8 @@ def _ddp_family_trainer(
     params = list(model.parameters())
     optimizer: torch.optim.Optimizer
     if case.strategy == "zero1":
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
         optimizer = ZeroRedundancyOptimizer(
             params, optimizer_class=torch.optim.AdamW, process_group=group, lr=_LR,
             **({"fused": True} if device.type == "cuda" else {}),
@@ -299,6 +308,7 @@ def _ddp_family_trainer(
 def _fsdp_trainer(
     workload: Workload, *, case: Case, group: dist.ProcessGroup, device: torch.device
 ) -> Trainer:
+    from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
     mesh = DeviceMesh.from_group(group, device.type)
