@@ -303,3 +303,20 @@ def test_low_busbw_uses_what_healthy_nvlink_reaches_when_known() -> None:
     # a sweep that stops at 1 MiB cannot judge the link
     tiny = coll("busbw", 20.0, size_bytes=MIB)
     assert collective_findings(results([tiny], hosts=[host]), Thresholds()) == []
+
+
+@pytest.mark.parametrize("name", ["all_reduce", "broadcast"])
+def test_in_place_ops_catch_a_wrong_result(
+    one_rank_world: GroupHandle, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # In place, prepare alone leaves the expected pattern: only a collective that writes
+    # something wrong can show the check works.  Here the "collective" doubles every element.
+    def corrupt(tensor: torch.Tensor, *args: object, **kwargs: object) -> None:
+        tensor.mul_(2).add_(1)
+
+    monkeypatch.setattr(dist, name, corrupt)
+    op = make_op(name, size_bytes=4096, h=one_rank_world, dtype="fp32",
+                 device=torch.device("cpu"), emulate=False)  # fmt: skip
+    op.prepare()
+    op.run()
+    assert op.count_wrong() == 4096 // 4

@@ -202,3 +202,16 @@ def test_time_op_counts_warmup_and_repeats() -> None:
             warmup_min_s=0.2)  # fmt: skip
     assert time.perf_counter() - t0 >= 0.2
     assert len(calls) > 3  # warm-up went on past its count until the time had passed
+
+
+def test_time_op_samples_are_the_calls_durations() -> None:
+    import time
+
+    import torch
+
+    from clusterbench.runtime.timing import time_op
+
+    durations = iter([0.0, 0.02, 0.04])  # warm-up call, then two timed calls
+    samples = time_op(lambda: time.sleep(next(durations)), device=torch.device("cpu"),
+                      warmup=1, repeats=2)  # fmt: skip
+    assert samples[0] >= 0.02 and samples[1] >= 0.04  # in order, each its own call

@@ -74,13 +74,13 @@ def test_tiny_trains_and_seq_len_override() -> None:
     assert torch.isfinite(loss) and abs(loss.item() - torch.log(torch.tensor(512.0))) < 0.5
 
 
-def test_vision_without_torchvision_names_the_package() -> None:
-    pytest.importorskip("torch")
-    try:
-        import torchvision  # noqa: F401
-    except ImportError:
-        with pytest.raises(ValueError, match="torchvision"):
-            build_workload("resnet50", device=CPU)
+def test_vision_without_torchvision_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torchvision", None)  # as if it were not installed
+    monkeypatch.setitem(sys.modules, "torchvision.models", None)
+    with pytest.raises(ValueError, match="torchvision"):
+        build_workload("resnet50", device=CPU)
     with pytest.raises(ValueError, match="unknown model"):
         build_workload("gpt5", device=CPU)
 
@@ -108,23 +108,23 @@ def test_world_sizes_and_stages() -> None:
 
 
 @pytest.mark.parametrize(
-    "bad",
+    ("bad", "why"),
     [
-        {"model": "gpt5"},
-        {"strategy": "zero3"},
-        {"precision": "fp8"},
-        {"batch_size": 0},
-        {"steps": 0},
-        {"warmup_steps": -1},
-        {"scaling_mode": "both"},
-        {"world_sizes": [0]},
-        {"sweep_strategies": ["ddp", "nope"]},
-        {"model": "resnet50", "strategy": "tp"},
-        {"model": "bert_large", "strategy": "pp"},
+        ({"model": "gpt5"}, "unknown model"),
+        ({"strategy": "zero3"}, "unknown strategy"),
+        ({"precision": "fp8"}, "unknown precision"),
+        ({"batch_size": 0}, "batch_size must be >= 1"),
+        ({"steps": 0}, "steps must be >= 1"),
+        ({"warmup_steps": -1}, "warmup_steps must be >= 0"),
+        ({"scaling_mode": "both"}, "unknown scaling_mode"),
+        ({"world_sizes": [0]}, "world_sizes"),
+        ({"sweep_strategies": ["ddp", "nope"]}, "unknown sweep strategy"),
+        ({"model": "resnet50", "strategy": "tp"}, "needs a decoder model"),
+        ({"model": "bert_large", "strategy": "pp"}, "needs a decoder model"),
     ],
 )
-def test_config_rejects(bad: dict[str, object]) -> None:
-    with pytest.raises(ValueError):
+def test_config_rejects(bad: dict[str, object], why: str) -> None:
+    with pytest.raises(ValueError, match=why):
         TrainingConfig(**bad)  # type: ignore[arg-type]
 
 

@@ -1,0 +1,53 @@
+"""training.compile on a one-rank gloo world, with Dynamo's aot_eager backend (no C++
+compiler needed): every block and the loss compiled, DDP's graph splitting off, steps train."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from clusterbench.benchmarks.training.models import build_workload
+from clusterbench.benchmarks.training.strategies import Case, build_trainer, iter_blocks
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    dynamo = torch._dynamo.config
+    for name in ("optimize_ddp", "automatic_dynamic_shapes", "recompile_limit"):
+        monkeypatch.setattr(dynamo, name, getattr(dynamo, name))  # restored afterwards
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+        torch._dynamo.reset()
+
+
+@pytest.mark.usefixtures("world")
+def test_compiled_blocks_under_ddp_train() -> None:
+    torch.manual_seed(0)
+    workload = build_workload("tiny", device=CPU)
+    case = Case(strategy="ddp", precision="fp32", compile=True)
+    assert dist.group.WORLD is not None
+    trainer = build_trainer(workload, case=case, group=dist.group.WORLD, device=CPU)
+    assert torch._dynamo.config.optimize_ddp is False  # blocks are not split at DDP's buckets
+    blocks = [block for _, block, _ in iter_blocks(workload.model, workload.block_paths)]
+    assert blocks and all(b._compiled_call_impl is not None for b in blocks)
+    assert trainer.loss_fn is not workload.loss_fn  # the loss is compiled too
+    before = [p.detach().clone() for p in workload.model.parameters()]
+    batch = workload.make_batch(2)
+    for _ in range(2):
+        trainer.step([batch])
+    assert math.isfinite(trainer.last_loss())
+    after = list(workload.model.parameters())
+    assert all(not torch.equal(a, b) for a, b in zip(after, before, strict=True))
