@@ -23,8 +23,9 @@ __all__ = [
 ]
 
 CHECKPOINT_MIN_SAVE_GBPS = 0.5
-"""A save below this many GB/s -> info (a local NVMe writes several GB/s; torch.save of a 5.7 GB
-state dict reached 0.61 GB/s on the reference machine, docs/reference.md)."""
+"""A save below this many GB/s -> info (a local NVMe writes several GB/s; torch.save of the 125m
+model's 1.81 GiB state reached 0.639 GB/s on the H200 machine's local disk,
+docs/results/H200-level3.md)."""
 CHECKPOINT_MIN_SIZE_BYTES = 1e9
 """Smaller checkpoints time latency rather than bandwidth; no bandwidth verdict on them."""
 CHECKPOINT_STALL_MAX_PCT = 10.0

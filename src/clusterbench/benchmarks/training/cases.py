@@ -264,7 +264,8 @@ def _utilisation(
 
 def _measured_gemm_tflops(ctx: DistContext, precision: str) -> float | None:
     """The median TFLOP/s of an 8192^3 matmul of ``precision`` on this GPU, measured once per
-    process (docs/reference.md: 796 bf16 on an H200, within 1% of the best of 27 shapes)."""
+    process (docs/reference.md's baseline: 796 bf16 on an H200, within 1% of the best of 27
+    shapes; clusterbench measured 780.8–794.7 for its best shape, docs/results/H200.md)."""
     if not ctx.is_cuda:
         return None
     if precision not in _gemm_tflops:

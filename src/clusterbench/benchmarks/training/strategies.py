@@ -174,7 +174,8 @@ def build_trainer(
     else:
         trainer = _ddp_family_trainer(workload, case=case, group=group, device=device)
     if case.compile:
-        # the loss too: for a decoder the float32 logits and their softmax are ~3% of a step
+        # the loss too: for the 1.3b decoder its float32 logits and softmax took 9.7 of 272 ms
+        # of kernel time per step (docs/results/H200-level3.md)
         trainer.loss_fn = torch.compile(trainer.loss_fn)
     return trainer
 
@@ -276,8 +277,8 @@ def _ddp_family_trainer(
             # Dynamo's DDPOptimizer splits a compiled graph at DDP's bucket boundaries (25 MB)
             # so that a whole-model graph can overlap its all-reduces.  Our graphs are single
             # blocks, whose backward already ends at a block boundary; the split only breaks
-            # their fusions: a 1.3b step took 322 ms on 2 H200s with it, 277 ms without.  (Compiling
-            # the whole DDP model instead, split, was slower too: 52.3% MFU against 55.0%.)
+            # their fusions: a 1.3b step took 322 ms on 2 H200s with it, 277 ms without, and
+            # compiling the whole DDP model instead was slower too (docs/results/H200-level3.md).
             torch._dynamo.config.optimize_ddp = False
         ddp = DistributedDataParallel(
             model,
