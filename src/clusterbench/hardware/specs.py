@@ -64,7 +64,8 @@ A100_SXM_80GB = GpuSpec(
 # NVLink 4 (H100/H200 SXM, 18 links): busbw at 8 GiB of nccl-tests-style runs on 2x H200 NV18,
 # NVLS off (docs/reference.md, "Measured on this project's GPU machine"); public 8-GPU ring
 # figures are a little higher (8x H100 all_reduce about 370, 8x H200 368 GB/s), so these are
-# the conservative choice.
+# the conservative choice.  clusterbench's own run on such a machine gave 344.5 / 296.9 / 304.0
+# / 339.1 / 371.0 / 366.2 in this order (docs/results/H200-level2.md), within 3% of them.
 _NVLINK4_BUSBW = {
     "all_reduce": 342.0,
     "all_gather": 298.0,
