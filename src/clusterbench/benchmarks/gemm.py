@@ -68,10 +68,10 @@ def _cubes(*sizes: int) -> list[str]:
     return [f"{s}x{s}x{s}" for s in sizes]
 
 
-# GPU sweeps.  Shapes measured on an H200 (2026-11, bf16 / fp8 TFLOP/s): 6144^3 802 / 1505,
-# 8192^3 799 / 1500, 4096^3 781 / 1357, 4096x4096x16384 786 / 1413, 6144x6144x12288 757 / 1437,
-# 4096x8192x16384 740 / 1429; shapes with M or N = 16384 ran at 640-700.  Quick keeps the best
-# of these; full is {4k, 8k, 16k}^3, the 27 shapes of docs/reference.md's measured sweep.
+# GPU sweeps.  Quick keeps the shapes that ran fastest in bf16 and fp8 in an exploratory sweep
+# on an H200 (cubes of 4096-8192 and a few long-K shapes; M or N = 16384 was slower); the
+# recorded best-shape figures are in docs/results/H200.md.  Full is {4k, 8k, 16k}^3, the 27
+# shapes of docs/reference.md's baseline sweep.
 _GPU_QUICK = [
     *_cubes(4096, 6144, 8192),
     "4096x4096x16384",

@@ -132,7 +132,7 @@ def transfer(ctx: DistContext, cfg: TransferConfig) -> Iterator[Measurement]:
         ctx.barrier()
         return
     # The others wait on the CPU: a rank waiting inside an NCCL barrier polls over NVLink and
-    # slowed GPU0->GPU1 copies from 396 to 374 GB/s on an H200 pair (measured 2026-11).
+    # slowed the GPU0->GPU1 copies being timed on an H200 pair in an early, unrecorded run.
     dist.barrier(group=wait_group)
     dist.destroy_process_group(wait_group)
 
