@@ -203,21 +203,31 @@ def _io_measurements(
 
 
 def _torch_format(run: _Run) -> Iterator[Measurement]:
+    yield from _rank0_round_trips(
+        run, fmt="torch", tree=run.state, path=run.root / "state.pt", save=_torch_save,
+        load=lambda path: torch.load(path, map_location="cpu", weights_only=True),
+    )  # fmt: skip
+
+
+def _rank0_round_trips(
+    run: _Run, *, fmt: str, tree: Any, path: Path, save: Callable[[Any, Path], None],
+    load: Callable[[Path], Any],
+) -> Iterator[Measurement]:  # fmt: skip
+    """Rank 0 saves ``tree`` and loads it back ``repeats`` times, checking every load; the
+    other ranks wait at the benchmark's barrier (rank 0 saves, as DDP scripts do)."""
     if run.ctx.rank != 0:
-        return  # rank 0 saves, as DDP scripts do; the others wait at the barrier
-    path = run.root / "state.pt"
+        return
+    expected = io.sample(tree, run.cfg.num_checked)  # the state does not change between rounds
     saves, loads = [], []
     for _ in range(run.cfg.repeats):
-        expected = io.sample(run.state, run.cfg.num_checked)
-        saves.append(_timed(lambda: _torch_save(run.state, path))[1])
-        loaded, t = _timed(lambda: torch.load(path, map_location="cpu", weights_only=True))
+        saves.append(_timed(lambda: save(tree, path))[1])
+        loaded, t = _timed(lambda: load(path))
         loads.append(t)
-        io.check(expected, loaded, fmt="torch")
+        io.check(expected, loaded, fmt=fmt)
         del loaded
         path.unlink()
-    yield from _io_measurements(
-        run, fmt="torch", size_bytes=run.size_bytes, saves=saves, loads=loads
-    )
+    size = io.nbytes(tree)
+    yield from _io_measurements(run, fmt=fmt, size_bytes=size, saves=saves, loads=loads)
 
 
 def _torch_save(state: dict[str, Any], path: Path) -> None:
@@ -236,27 +246,19 @@ def _safetensors_save(weights: dict[str, torch.Tensor], path: Path) -> None:
 def _safetensors_format(run: _Run) -> Iterator[Measurement]:
     from safetensors.torch import load_file
 
-    if run.ctx.rank != 0:
-        return
-    weights = io.unique(run.state["model"])
-    path = run.root / "model.safetensors"
-    saves, loads = [], []
-    for _ in range(run.cfg.repeats):
-        expected = io.sample(weights, run.cfg.num_checked)
-        saves.append(_timed(lambda: _safetensors_save(weights, path))[1])
-        loaded, t = _timed(lambda: load_file(str(path), device="cpu"))
-        loads.append(t)
-        io.check(expected, loaded, fmt="safetensors")
-        del loaded
-        path.unlink()
-    size = io.nbytes(weights)
-    yield from _io_measurements(run, fmt="safetensors", size_bytes=size, saves=saves, loads=loads)
+    yield from _rank0_round_trips(
+        run, fmt="safetensors", tree=io.unique(run.state["model"]),
+        path=run.root / "model.safetensors", save=_safetensors_save,
+        load=lambda path: load_file(str(path), device="cpu"),
+    )  # fmt: skip
 
 
 def _dcp_format(run: _Run) -> Iterator[Measurement]:
+    _replicate(run)  # once: saves and loads leave the state as it is
+    expected = io.sample(run.state, run.cfg.num_checked)
     saves, loads = [], []
     for r in range(run.cfg.repeats):
-        save_s, load_s = _dcp_round(run, path=run.root / f"dcp-{r}")
+        save_s, load_s = _dcp_round(run, path=run.root / f"dcp-{r}", expected=expected)
         saves.append(save_s)
         loads.append(load_s)
     if run.ctx.rank == 0:
@@ -265,12 +267,10 @@ def _dcp_format(run: _Run) -> Iterator[Measurement]:
         )
 
 
-def _dcp_round(run: _Run, *, path: Path) -> tuple[float, float]:
+def _dcp_round(run: _Run, *, path: Path, expected: dict[str, torch.Tensor]) -> tuple[float, float]:
     """One synchronous DCP save and load into zeroed tensors, checked; seconds of each."""
     import torch.distributed.checkpoint as dcp
 
-    _replicate(run)
-    expected = io.sample(run.state, run.cfg.num_checked)
     save_s = _collective_time(
         run, lambda: dcp.save(run.state, checkpoint_id=path, process_group=run.group)
     )
