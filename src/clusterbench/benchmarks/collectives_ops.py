@@ -250,9 +250,7 @@ def _send_recv(s: _Setup, size_bytes: int) -> CollectiveOp:
         for work in dist.batch_isend_irecv(ops):
             work.wait()
 
-    def prepare() -> None:
-        mine.fill(send, first_index=0)
-        recv.fill_(math.nan)
+    prepare = _refill(mine, send, recv)
 
     return CollectiveOp(
         "send_recv",
@@ -277,9 +275,7 @@ def _all_gather(s: _Setup, size_bytes: int) -> CollectiveOp:
         else:
             _wait(native(out, inp, group=s.h.group))
 
-    def prepare() -> None:
-        mine.fill(inp, first_index=0)
-        out.fill_(math.nan)
+    prepare = _refill(mine, inp, out)
 
     def count_wrong() -> int:
         # One rank's pattern at a time: n tiles at once could take GBs on a big group.
@@ -308,9 +304,7 @@ def _reduce_scatter(s: _Setup, size_bytes: int) -> CollectiveOp:
         else:
             _wait(native(out, inp, group=s.h.group))
 
-    def prepare() -> None:
-        mine.fill(inp, first_index=0)
-        out.fill_(math.nan)
+    prepare = _refill(mine, inp, out)
 
     return CollectiveOp(
         "reduce_scatter",
@@ -328,9 +322,7 @@ def _all_to_all(s: _Setup, size_bytes: int) -> CollectiveOp:
     chunk = inp.numel() // n
     mine = s.pattern(gr, like=inp, numel=inp.numel())
 
-    def prepare() -> None:
-        mine.fill(inp, first_index=0)
-        out.fill_(math.nan)
+    prepare = _refill(mine, inp, out)
 
     def count_wrong() -> int:
         return int(
@@ -365,3 +357,14 @@ _BUILDERS: dict[str, Callable[[_Setup, int], CollectiveOp]] = {
 }
 _EMULATED = frozenset({"all_gather", "reduce_scatter"})
 """Ops with an emulated form for gloo builds that lack the tensor form (torch < 2.6 or so)."""
+
+
+def _refill(pattern: _Pattern, inp: torch.Tensor, out: torch.Tensor) -> Callable[[], None]:
+    """Before each run: this rank's pattern into ``inp``, NaN into ``out`` (never written
+    stays wrong)."""
+
+    def prepare() -> None:
+        pattern.fill(inp, first_index=0)
+        out.fill_(math.nan)
+
+    return prepare
