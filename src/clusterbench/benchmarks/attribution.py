@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from clusterbench.analysis import attribution as attr
 from clusterbench.benchmarks import _attribution_run as run
 from clusterbench.benchmarks.registry import register
-from clusterbench.benchmarks.training.bench import TrainingConfig
+from clusterbench.benchmarks.training.bench import TrainingConfig, WorkloadSettings
 from clusterbench.benchmarks.training.strategies import matmul_precision
 from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import Measurement, ParamValue, Stats
@@ -34,26 +34,11 @@ __all__ = ["AttributionConfig", "attribution"]
 
 
 @dataclass(kw_only=True, slots=True)
-class AttributionConfig:
-    """Settings of the ``attribution`` benchmark; the workload fields mirror ``training``'s."""
+class AttributionConfig(WorkloadSettings):
+    """Settings of the ``attribution`` benchmark; the workload settings are ``training``'s
+    (``model`` may also be comm_heavy / gemm_heavy: attribution-only MLPs, DDP + SGD, built to
+    be communication- and compute-bound as checks of the attribution)."""
 
-    model: str = "tiny"
-    """A ``training`` preset, or comm_heavy / gemm_heavy (attribution-only MLPs, DDP + SGD,
-    built to be communication- and compute-bound: checks of the attribution)."""
-    strategy: str = "ddp"
-    """As ``training.strategy`` (ignored by comm_heavy / gemm_heavy)."""
-    precision: str = "bf16"
-    """As ``training.precision``."""
-    batch_size: int = 8
-    """Samples per GPU per micro-step."""
-    seq_len: int | None = None
-    """Decoder sequence length; None: the preset's."""
-    grad_accum: int = 1
-    """Micro-steps per optimizer step."""
-    activation_checkpointing: bool = False
-    """As ``training.activation_checkpointing``."""
-    compile: bool = False
-    """torch.compile every block."""
     warmup_steps: int = 3
     """Untimed steps before anything is timed (compilation, allocator, NCCL set-up)."""
     wait: int = 1
@@ -85,11 +70,7 @@ class AttributionConfig:
 
     def training_config(self) -> TrainingConfig:
         """The ``training`` settings of the same workload."""
-        return TrainingConfig(
-            model=self.model, strategy=self.strategy, precision=self.precision,
-            batch_size=self.batch_size, seq_len=self.seq_len, grad_accum=self.grad_accum,
-            activation_checkpointing=self.activation_checkpointing, compile=self.compile,
-        )  # fmt: skip
+        return TrainingConfig(**self.workload_settings())  # type: ignore[arg-type]
 
     @classmethod
     def preset(cls, *, suite: str, device_type: str) -> Self:
@@ -97,9 +78,7 @@ class AttributionConfig:
         t = TrainingConfig.preset(suite=suite, device_type=device_type)
         short = device_type == "cpu"
         return cls(
-            model=t.model, strategy=t.strategy, precision=t.precision, batch_size=t.batch_size,
-            seq_len=t.seq_len, grad_accum=t.grad_accum, compile=t.compile,
-            activation_checkpointing=t.activation_checkpointing,
+            **t.workload_settings(),  # type: ignore[arg-type]
             warmup_steps=2 if short else 10, wait=1, warmup=1 if short else 2,
             active=2 if short else 3,
         )  # fmt: skip

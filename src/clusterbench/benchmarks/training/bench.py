@@ -11,6 +11,7 @@ Measurements carry ``series``: ``scaling``, ``sweep`` or ``grad_accum``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -28,18 +29,26 @@ from clusterbench.schema import Measurement
 if TYPE_CHECKING:
     from typing import Self
 
-__all__ = ["SCALING_MODES", "TrainingConfig", "default_world_sizes", "training"]
+__all__ = [
+    "SCALING_MODES",
+    "TrainingConfig",
+    "WorkloadSettings",
+    "default_world_sizes",
+    "training",
+]
 
 SCALING_MODES = ("weak", "strong")
 
 
 @dataclass(kw_only=True, slots=True)
-class TrainingConfig:
-    """Settings of the ``training`` benchmark."""
+class WorkloadSettings:
+    """The workload and how it trains: the settings ``training`` and ``attribution`` share
+    (``--set training.X`` sets both)."""
 
     model: str = "tiny"
     """Workload preset: tiny, 125m, 1.3b, 2b, 7b, 8b (Llama-style decoders), bert_tiny,
-    bert_large (BERT pre-training, MLPerf's model), resnet50, vit_b_16 (torchvision)."""
+    bert_large (BERT pre-training, MLPerf's model), resnet50, vit_b_16 (torchvision);
+    attribution also takes comm_heavy / gemm_heavy (its own checks)."""
     strategy: str = "ddp"
     """ddp, fsdp2 (ZeRO-3), zero2 (FSDP2 without reshard after forward), zero1
     (ZeroRedundancyOptimizer), tp (tensor parallel, decoders), pp (pipeline, decoders)."""
@@ -55,6 +64,16 @@ class TrainingConfig:
     """Recompute every block's forward in backward (non-reentrant torch.utils.checkpoint)."""
     compile: bool = False
     """torch.compile every block (one graph per block, as torchtitan does) and the loss."""
+
+    def workload_settings(self) -> dict[str, object]:
+        """These fields by name (what a ``TrainingConfig`` of the same workload takes)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(WorkloadSettings)}
+
+
+@dataclass(kw_only=True, slots=True)
+class TrainingConfig(WorkloadSettings):
+    """Settings of the ``training`` benchmark."""
+
     warmup_steps: int = 5
     """Untimed steps before the timed ones."""
     steps: int = 10
