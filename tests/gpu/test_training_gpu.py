@@ -52,3 +52,12 @@ def test_125m_bf16_mfu() -> None:
     assert math.isfinite(by_metric["loss"].value)
     assert by_metric["tokens_per_s"].value > 0 and by_metric["peak_memory_gb"].value > 0
     assert "mfu_vs_gemm" in by_metric
+
+
+@pytest.mark.usefixtures("one_rank_world")
+def test_bert_trains_on_the_gpu() -> None:
+    # the model is built on the GPU: its fixed masked positions must be made there too
+    cfg = TrainingConfig(model="bert_tiny", precision="bf16", batch_size=8, warmup_steps=2, steps=3)
+    by_metric = {m.metric: m for m in training(_ctx(), cfg)}
+    assert math.isfinite(by_metric["loss"].value)
+    assert by_metric["samples_per_s"].value > 0

@@ -80,9 +80,8 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # y = x / sqrt(mean(x^2) + eps) * w, computed in float32 (Llama's RMSNorm)
-        xf = x.float()
-        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return y.type_as(x) * self.weight
+        w = self.weight.float()
+        return F.rms_norm(x.float(), (x.shape[-1],), w, self.eps).type_as(x)
 
 
 def rope_tables(*, head_dim: int, seq_len: int, theta: float) -> torch.Tensor:
@@ -93,12 +92,14 @@ def rope_tables(*, head_dim: int, seq_len: int, theta: float) -> torch.Tensor:
 
 
 def apply_rope(x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
-    """Rotate pairs (x[2i], x[2i+1]) of x (B, heads, T, Q) by the position's angles."""
-    t = x.shape[-2]
+    """Rotate pairs (x[i], x[i + Q/2]) of x (B, heads, T, Q) by the position's angles: the
+    "rotate half" layout of GPT-NeoX and Hugging Face's Llama, which pairs dimensions i and
+    i + Q/2 instead of Meta's 2i and 2i + 1 (a fixed permutation of the head dimensions; the
+    same model up to relabelling, and one contiguous slice per half instead of two strided)."""
+    t, half = x.shape[-2], x.shape[-1] // 2
     cos, sin = rope[0, :t].to(x.dtype), rope[1, :t].to(x.dtype)
-    x1, x2 = x[..., 0::2], x[..., 1::2]
-    rotated = torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
-    return rotated.flatten(-2)
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
 
 
 class Attention(nn.Module):

@@ -113,10 +113,13 @@ class Bert(nn.Module):
         self.nsp = nn.Linear(d, 2)
         # two segments (sentence A, sentence B) of half the sequence each; fixed masked positions
         segments = (torch.arange(cfg.seq_len) >= cfg.seq_len // 2).long()
+        # drawn on the CPU (the same positions on every device and rank), then moved to where
+        # the model is being built
         generator = torch.Generator().manual_seed(0)
-        positions = torch.randperm(cfg.seq_len, generator=generator)[: cfg.max_predictions]
+        positions = torch.randperm(cfg.seq_len, generator=generator, device="cpu")
+        positions = positions[: cfg.max_predictions].sort().values.to(segments.device)
         self.register_buffer("segments", segments, persistent=False)
-        self.register_buffer("mlm_positions", positions.sort().values, persistent=False)
+        self.register_buffer("mlm_positions", positions, persistent=False)
         for module in self.modules():  # BERT's initialisation: normal(0, 0.02)
             if isinstance(module, nn.Linear | nn.Embedding):
                 nn.init.normal_(module.weight, mean=0.0, std=0.02)
