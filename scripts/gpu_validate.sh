@@ -4,7 +4,8 @@
 #   scripts/gpu_validate.sh [SUITE] [extra `clusterbench run` args...]
 #   scripts/gpu_validate.sh level3      # the Level 3 validation (training, dataloader, checkpoint)
 #   L3='gpt13b resnet50c vit' scripts/gpu_validate.sh level3   # only those Level 3 steps
-#     (steps: gpt13b resnet50 resnet50c vit bert sweep io attr; default gpt13b resnet50c sweep io)
+#     (steps: gpt13b resnet50 resnet50c vit bert std sweep io attr; default gpt13b resnet50c sweep io;
+#      std: the standard suite's training preset, 1.3b with the gradient-accumulation sweep)
 #
 # Needs python3 with torch (CUDA), rich, typer, psutil, nvidia-ml-py; wheels for anything else
 # (pydantic) may be placed in .whl/ and are installed to a private folder first.
@@ -69,6 +70,7 @@ print(len(default_world_sizes(max(1, $NGPU))))" 2>/dev/null || echo 2)
     --set training.compile=true "$@"
   want bert && step bert 150 --only training --set training.model=bert_large \
     --set training.batch_size=32 --set training.steps=20 --set training.compile=true "$@"
+  want std && step std 300 --only training --suite standard "$@"
   want sweep && step sweep 120 --only training --set training.model=125m \
     --set training.sweep=true --set training.world_sizes=2 --set training.sweep_precisions=bf16 \
     --set training.sweep_compile=false --set training.sweep_steps=12 "$@"
