@@ -147,7 +147,7 @@ class TrainingConfig(WorkloadSettings):
             return cls(model="125m", batch_size=8, warmup_steps=5, steps=10)
         full = suite == "full"
         # 1.3b, batch 8, bf16, compiled: the shape of docs/reference.md's GPT 1.3B baseline; this
-        # preset reached 54.98% MFU on one H200 (docs/results/H200-level3.md)
+        # preset reached 55.1% MFU on one H200 (docs/results/H200-level3.md)
         return cls(
             model="1.3b", batch_size=8, compile=True,
             warmup_steps=100 if full else 10, steps=400 if full else 40,  # seed: 100 + 400
