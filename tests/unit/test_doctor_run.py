@@ -10,10 +10,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 import torch
 
+from clusterbench import doctor as doctor_package
 from clusterbench.benchmarks.doctor import DoctorConfig, doctor
 from clusterbench.doctor import (
+    FAMILIES,
+    Check,
     Sources,
     all_checks,
     check_consistency,
@@ -101,7 +105,20 @@ def test_run_checks_on_a_fake_node(tmp_path: Path) -> None:
     assert "doctor.check_failed" not in ids
 
 
-def test_benchmark_on_one_cpu_rank() -> None:
+def test_benchmark_on_one_cpu_rank(monkeypatch: pytest.MonkeyPatch) -> None:
+    # every check counted as it runs: the reported count must be the checks that ran, once each
+    calls: list[str] = []
+
+    def counted(check: Check) -> Check:
+        def run(src: Sources) -> list[Finding]:
+            calls.append(check.__name__)
+            return check(src)
+
+        return run
+
+    families = {name: tuple(counted(c) for c in checks) for name, checks in FAMILIES.items()}
+    originals = [c.__name__ for c in all_checks()]
+    monkeypatch.setattr(doctor_package, "FAMILIES", families)
     ctx = DistContext(
         rank=0,
         world_size=1,
@@ -116,9 +133,10 @@ def test_benchmark_on_one_cpu_rank() -> None:
     )
     items = list(doctor(ctx, DoctorConfig()))
     [checks_run] = [m for m in items if isinstance(m, Measurement)]
+    assert sorted(calls) == sorted(originals) and len(originals) >= len(FAMILIES)
     assert (checks_run.metric, checks_run.value, checks_run.unit) == (
         "checks_run",
-        len(all_checks()),
+        len(calls),
         "count",
     )
     assert any(isinstance(f, Finding) and f.id == "doctor.storage.checkpoint_dir" for f in items)
