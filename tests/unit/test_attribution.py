@@ -18,6 +18,7 @@ from clusterbench.analysis.attribution import (
 from clusterbench.analysis.attribution_findings import attribution_findings
 from clusterbench.report._attribution import attribution_section
 from clusterbench.schema import Measurement, NcclRankInfo, Results, RunInfo, ToolInfo
+from clusterbench.thresholds import Thresholds
 
 MAIN, GLOO = 10, 11
 H200 = Peaks(flops_per_s=989e12, bytes_per_s=4.8e12)  # ridge ~206 FLOP/byte
@@ -154,7 +155,7 @@ def ranks(*classes: tuple[float, float, float, float], lateness: list[float]) ->
 def test_verdict_names_the_dominant_class_with_evidence_and_fix() -> None:
     res = results(ranks((20, 10, 41, 29), (20, 10, 41, 29), lateness=[0.1, 0.0]))
     res.nccl = [NcclRankInfo(rank=0, host="h", transports={"NET/Socket": 2}, log="nccl/0")]
-    [verdict] = attribution_findings(res, thresholds=None)
+    [verdict] = attribution_findings(res, thresholds=Thresholds())
     assert verdict.id == "attribution.verdict" and verdict.severity == "warn"
     assert verdict.message.startswith("This run is communication-bound: 41% exposed")
     assert "2 GPUs" in verdict.message and "NET/Socket" in verdict.message
@@ -163,20 +164,20 @@ def test_verdict_names_the_dominant_class_with_evidence_and_fix() -> None:
 
 def test_verdict_on_cpu_workers_is_stated_not_judged() -> None:
     res = results(ranks((20, 10, 41, 29), (20, 10, 41, 29), lateness=[0.1, 0.0]), backend="gloo")
-    [verdict] = attribution_findings(res, thresholds=None)
+    [verdict] = attribution_findings(res, thresholds=Thresholds())
     assert verdict.severity == "info" and verdict.evidence["bound"] == "communication"
     assert "2 CPU ranks" in verdict.message
 
 
 def test_compute_bound_is_info() -> None:
-    [verdict] = attribution_findings(results(ranks((70, 10, 10, 10), lateness=[0.0])), None)
+    [verdict] = attribution_findings(results(ranks((70, 10, 10, 10), lateness=[0.0])), Thresholds())
     assert verdict.severity == "info" and verdict.evidence["bound"] == "compute"
 
 
 def test_the_rank_everyone_waits_for_is_the_straggler() -> None:
     res = results(ranks((20, 10, 5, 65), (60, 10, 5, 25), (20, 10, 5, 65),
                         lateness=[0.0, 30.0, 0.2]))  # fmt: skip
-    found = {f.id: f for f in attribution_findings(res, thresholds=None)}
+    found = {f.id: f for f in attribution_findings(res, thresholds=Thresholds())}
     straggler = found["attribution.straggler"]
     assert straggler.severity == "fail" and straggler.scope == "host:h/cuda:1"
     assert straggler.evidence["rank"] == 1 and "Rank 1 (h cuda:1)" in straggler.message
@@ -185,10 +186,13 @@ def test_the_rank_everyone_waits_for_is_the_straggler() -> None:
 
 
 def test_no_straggler_when_starts_agree_or_the_late_rank_also_waits() -> None:
+    def ids(res: Results) -> list[str]:
+        return [f.id for f in attribution_findings(res, Thresholds())]
+
     close = results(ranks((20, 10, 5, 65), (60, 10, 5, 25), lateness=[0.0, 0.5]))
-    assert not [f for f in attribution_findings(close, None) if f.id == "attribution.straggler"]
+    assert "attribution.straggler" not in ids(close)
     waits = results(ranks((60, 10, 5, 25), (20, 10, 5, 65), lateness=[0.0, 30.0]))
-    assert not [f for f in attribution_findings(waits, None) if f.id == "attribution.straggler"]
+    assert "attribution.straggler" not in ids(waits)
 
 
 def test_report_section_has_a_row_per_rank() -> None:
@@ -234,7 +238,7 @@ def test_straggler_among_cpu_ranks_of_one_host_is_not_judged(one_host: bool, sev
         x.model_copy(update={"host": host(x.rank), "device": f"cpu:{x.rank}"})
         for x in res.measurements
     ]
-    found = {f.id: f for f in attribution_findings(res, thresholds=None)}
+    found = {f.id: f for f in attribution_findings(res, thresholds=Thresholds())}
     straggler = found["attribution.straggler"]
     assert straggler.severity == severity and straggler.evidence["rank"] == 1
     assert ("4 CPU ranks share the cores of h" in straggler.message) == one_host

@@ -231,17 +231,12 @@ def test_internode_capacity_only_for_models_above_7b() -> None:
     assert [(f.scope, f.evidence["internode_gbps"]) for f in found] == [("host:a", 100)]
 
 
-def test_network_findings_reads_optional_thresholds() -> None:
+def test_network_findings_reads_the_thresholds() -> None:
     results = _results(_nic("a", "eth0", 100, "up", kind="ethernet"), _tcp(50, 100))
     ids = [f.id for f in network_findings(results, Thresholds())]
     assert ids == ["network.low_tcp_throughput"]
-
-    class Big:
-        model_params_b = 70.0
-        min_internode_gbps_large_model = 400.0
-        network_min_efficiency = 0.4
-
-    assert [f.id for f in network_findings(results, Big())] == ["network.internode_too_slow"]
+    big = Thresholds(model_params_b=70.0, network_min_efficiency=0.4)
+    assert [f.id for f in network_findings(results, big)] == ["network.internode_too_slow"]
 
 
 def test_socket_test_against_a_closed_port_raises() -> None:

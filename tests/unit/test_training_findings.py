@@ -6,6 +6,7 @@ import pytest
 
 from clusterbench.analysis.training import training_findings
 from clusterbench.schema import Finding, Measurement, ParamValue, Results, RunInfo, ToolInfo
+from clusterbench.thresholds import Thresholds
 
 
 def meas(metric: str, value: float, **params: ParamValue) -> Measurement:
@@ -15,11 +16,13 @@ def meas(metric: str, value: float, **params: ParamValue) -> Measurement:
                        host="h", device="cuda:0", params={**base, **params})  # fmt: skip
 
 
-def findings(ms: list[Measurement], *, backend: str = "nccl") -> list[Finding]:
+def findings(ms: list[Measurement], *, backend: str = "nccl",
+             thresholds: Thresholds | None = None) -> list[Finding]:  # fmt: skip
     run = RunInfo(id="r", started="t", suite="standard", world_size=8, num_nodes=1,
                   backend=backend, command="c")  # fmt: skip
     results = Results(tool=ToolInfo(version="0"), run=run, measurements=ms)
-    return training_findings(results, thresholds=None)  # the seed's 90% / 80% / 40%
+    # the defaults: the seed's 90% / 80% / 40%
+    return training_findings(results, thresholds=thresholds or Thresholds())
 
 
 @pytest.mark.parametrize(
@@ -30,6 +33,15 @@ def findings(ms: list[Measurement], *, backend: str = "nccl") -> list[Finding]:
 def test_scaling_efficiency_thresholds(efficiency: float, backend: str, expected: list) -> None:
     found = findings([meas("scaling_efficiency", efficiency)], backend=backend)
     assert [f.severity for f in found if f.id == "training.scaling_efficiency"] == expected
+
+
+def test_scaling_warn_follows_the_threshold() -> None:
+    at_92 = [meas("scaling_efficiency", 92.0)]
+    assert findings(at_92) == []  # above the default 90%
+    stricter = Thresholds(scaling_min_efficiency_warn=0.95)
+    [warn] = findings(at_92, thresholds=stricter)
+    assert (warn.id, warn.severity) == ("training.scaling_efficiency", "warn")
+    assert "below 95%" in warn.message
 
 
 def test_sweep_cases_are_not_judged() -> None:

@@ -250,7 +250,9 @@ def test_idle_only_low_gen_is_info_not_fail() -> None:
 
 
 def test_h2d_at_40_of_63_warns_with_numa_fix() -> None:
-    findings = host_device_findings(make_results([h2d(40.0)]), min_efficiency=0.8)
+    findings = host_device_findings(
+        make_results([h2d(40.0)]), min_efficiency=0.8, remote_numa_max_loss=0.2
+    )
     assert ids(findings) == ["transfer.low_bandwidth"]
     f = findings[0]
     assert f.severity == "warn" and "40.0" in f.message and "63.0" in f.message
@@ -259,12 +261,12 @@ def test_h2d_at_40_of_63_warns_with_numa_fix() -> None:
 
 def test_h2d_at_55_of_63_is_fine_and_pageable_is_not_judged() -> None:
     results = make_results([h2d(55.4), h2d(20.0, memory="pageable")])
-    assert host_device_findings(results, min_efficiency=0.8) == []
+    assert host_device_findings(results, min_efficiency=0.8, remote_numa_max_loss=0.2) == []
 
 
 def test_remote_numa_much_slower_is_info() -> None:
     results = make_results([h2d(55.0), h2d(30.0, numa="remote")])
-    findings = host_device_findings(results, min_efficiency=0.8)
+    findings = host_device_findings(results, min_efficiency=0.8, remote_numa_max_loss=0.2)
     assert [(f.id, f.severity) for f in findings] == [("transfer.remote_numa", "info")]
     assert "30.0" in findings[0].message and "55.0" in findings[0].message
 

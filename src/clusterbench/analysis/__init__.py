@@ -7,8 +7,6 @@ Errors recorded in ``results.errors`` are reported separately and not repeated a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from clusterbench.analysis.attribution_findings import attribution_findings
 from clusterbench.analysis.checkpoint import checkpoint_findings
 from clusterbench.analysis.collectives import collective_findings
@@ -19,9 +17,7 @@ from clusterbench.analysis.outliers import peer_outliers, robust_zscores
 from clusterbench.analysis.training import training_findings
 from clusterbench.analysis.verdicts import level1_findings
 from clusterbench.schema import Finding, Results
-
-if TYPE_CHECKING:
-    from clusterbench.config import Thresholds
+from clusterbench.thresholds import Thresholds
 
 __all__ = ["SEVERITY_ORDER", "analyze", "level1_findings", "peer_outliers", "robust_zscores"]
 

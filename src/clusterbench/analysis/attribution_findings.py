@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from typing import Any
 
 from clusterbench.analysis._common import (
     gpu_severity,
@@ -19,9 +18,9 @@ from clusterbench.analysis._common import (
 from clusterbench.analysis.collectives import low_busbw_findings
 from clusterbench.analysis.outliers import robust_zscores
 from clusterbench.schema import Finding, Measurement, Results
+from clusterbench.thresholds import Thresholds
 
 __all__ = [
-    "STRAGGLER_MIN_SPREAD_PCT",
     "attribution_findings",
     "straggler_findings",
     "verdict_findings",
@@ -29,10 +28,8 @@ __all__ = [
 
 _BENCH = "attribution"
 _CLASSES = ("compute", "memory", "communication", "coordination")
-STRAGGLER_MIN_SPREAD_PCT = 5.0
-"""A rank starting its collectives later than the earliest by this share of the step (and at
-least 1 ms) is a straggler candidate."""
 _MIN_SPREAD_MS = 1.0
+"""A straggler also starts at least this many ms after the earliest rank."""
 _FIXES = {
     "compute": (
         "The GPUs are doing the model's math: raise the per-GPU batch, torch.compile "
@@ -57,13 +54,10 @@ _FIXES = {
 }
 
 
-def attribution_findings(results: Results, thresholds: Any) -> list[Finding]:
-    min_spread = float(getattr(thresholds, "straggler_min_spread_pct", STRAGGLER_MIN_SPREAD_PCT))
-    stragglers = straggler_findings(results, min_spread_pct=min_spread)
+def attribution_findings(results: Results, thresholds: Thresholds) -> list[Finding]:
+    stragglers = straggler_findings(results, min_spread_pct=thresholds.straggler_min_spread_pct)
     slow = busy_time_outliers(
-        results,
-        mads=float(getattr(thresholds, "outlier_mads", 3.0)),
-        min_rel=float(getattr(thresholds, "outlier_min_rel", 0.05)),
+        results, mads=thresholds.outlier_mads, min_rel=thresholds.outlier_min_rel
     )
     return [*verdict_findings(results, stragglers=stragglers), *stragglers, *slow]
 

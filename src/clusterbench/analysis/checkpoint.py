@@ -6,33 +6,20 @@ Pure functions: a :class:`~clusterbench.schema.Results` in, a list of findings o
 
 from __future__ import annotations
 
-from typing import Any
-
 from clusterbench.analysis._common import as_number, gpu_severity, scope_label, select
 from clusterbench.schema import Finding, Results
+from clusterbench.thresholds import Thresholds
 
 __all__ = [
-    "CHECKPOINT_MIN_FREE_RATIO",
-    "CHECKPOINT_MIN_SAVE_GBPS",
     "CHECKPOINT_MIN_SIZE_BYTES",
-    "CHECKPOINT_STALL_MAX_PCT",
     "async_stall_findings",
     "checkpoint_findings",
     "free_space_findings",
     "save_bandwidth_findings",
 ]
 
-CHECKPOINT_MIN_SAVE_GBPS = 0.5
-"""A save below this many GB/s -> info (a local NVMe writes several GB/s; torch.save of the 125m
-model's 1.81 GiB state reached 0.639 GB/s on the H200 machine's local disk,
-docs/results/H200-level3.md)."""
 CHECKPOINT_MIN_SIZE_BYTES = 1e9
 """Smaller checkpoints time latency rather than bandwidth; no bandwidth verdict on them."""
-CHECKPOINT_STALL_MAX_PCT = 10.0
-"""Training steps slower by more than this % while an async save runs -> warn."""
-CHECKPOINT_MIN_FREE_RATIO = 2.0
-"""Free space below this multiple of one checkpoint -> warn (keep the last good one while the
-next is written)."""
 
 _SLOW_FIX = (
     "Write checkpoints to faster storage (local NVMe, a parallel filesystem), shard them with "
@@ -46,27 +33,12 @@ _STALL_FIX = (
 )
 
 
-def checkpoint_findings(results: Results, thresholds: Any) -> list[Finding]:
-    """Every checkpoint verdict; missing ``thresholds`` fields take the defaults above."""
+def checkpoint_findings(results: Results, thresholds: Thresholds) -> list[Finding]:
+    """Every checkpoint verdict, against ``thresholds.checkpoint_*``."""
     return [
-        *save_bandwidth_findings(
-            results,
-            min_gbps=float(
-                getattr(thresholds, "checkpoint_min_save_gbps", CHECKPOINT_MIN_SAVE_GBPS)
-            ),
-        ),
-        *async_stall_findings(
-            results,
-            max_pct=float(
-                getattr(thresholds, "checkpoint_stall_max_pct", CHECKPOINT_STALL_MAX_PCT)
-            ),
-        ),
-        *free_space_findings(
-            results,
-            min_ratio=float(
-                getattr(thresholds, "checkpoint_min_free_ratio", CHECKPOINT_MIN_FREE_RATIO)
-            ),
-        ),
+        *save_bandwidth_findings(results, min_gbps=thresholds.checkpoint_min_save_gbps),
+        *async_stall_findings(results, max_pct=thresholds.checkpoint_stall_max_pct),
+        *free_space_findings(results, min_ratio=thresholds.checkpoint_min_free_ratio),
     ]
 
 

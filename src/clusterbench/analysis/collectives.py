@@ -15,10 +15,10 @@ from typing import Any
 from clusterbench.analysis._common import select
 from clusterbench.analysis.node_pairs import slow_node_pairs, slow_pair_finding
 from clusterbench.schema import Finding, HostInfo, Measurement, Results
+from clusterbench.thresholds import Thresholds
 from clusterbench.units import format_bytes
 
 __all__ = [
-    "BUSBW_MIN_EFFICIENCY",
     "collective_findings",
     "inter_node_peak_gbps",
     "low_busbw_findings",
@@ -26,23 +26,18 @@ __all__ = [
     "wrong_result_findings",
 ]
 
-BUSBW_MIN_EFFICIENCY = 0.80
-"""busbw below this fraction of the link's one-way peak -> warn (seed: links >= 80%)."""
 _NIC_KINDS = frozenset({"infiniband", "roce", "efa", "ethernet"})
 _DOWN_STATES = frozenset({"down", "disabled", "polling", "init", "armed", "dormant"})
 _BENCH = "collectives"
 
 
-def collective_findings(results: Results, thresholds: Any) -> list[Finding]:
+def collective_findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     """Every collectives finding: wrong results (fail), low busbw (warn), slow node pair (fail)."""
-    min_eff = float(getattr(thresholds, "busbw_min_efficiency", BUSBW_MIN_EFFICIENCY))
     return [
         *wrong_result_findings(results),
-        *low_busbw_findings(results, min_efficiency=min_eff),
+        *low_busbw_findings(results, min_efficiency=thresholds.busbw_min_efficiency),
         *node_pair_findings(
-            results,
-            mads=float(getattr(thresholds, "outlier_mads", 3.0)),
-            min_rel=float(getattr(thresholds, "outlier_min_rel", 0.05)),
+            results, mads=thresholds.outlier_mads, min_rel=thresholds.outlier_min_rel
         ),
     ]
 

@@ -6,16 +6,12 @@ Pure functions: a :class:`~clusterbench.schema.Results` in, a list of findings o
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 from clusterbench.analysis._common import best_by, gpu_severity, scope_label, select
 from clusterbench.schema import Finding, Measurement, Results
+from clusterbench.thresholds import Thresholds
 
-__all__ = ["GPU_BUSY_MIN", "input_bound_findings", "input_findings", "slow_default_findings"]
-
-GPU_BUSY_MIN = 0.90
-"""Device busy below this fraction while training from the loader -> warn (seed: GPU
-utilisation under 90% means the input pipeline or coordination holds it back)."""
+__all__ = ["input_bound_findings", "input_findings", "slow_default_findings"]
 
 _BOUND_FIX = (
     "Use the best loader settings found ({settings}); as they still leave the device waiting: "
@@ -25,10 +21,12 @@ _BOUND_FIX = (
 )
 
 
-def input_findings(results: Results, thresholds: Any) -> list[Finding]:
-    """Every input-pipeline verdict; ``thresholds.gpu_busy_min`` defaults to 0.90."""
-    min_busy = float(getattr(thresholds, "gpu_busy_min", GPU_BUSY_MIN))
-    return [*input_bound_findings(results, min_busy=min_busy), *slow_default_findings(results)]
+def input_findings(results: Results, thresholds: Thresholds) -> list[Finding]:
+    """Every input-pipeline verdict (the busy limit is ``thresholds.gpu_busy_min``)."""
+    return [
+        *input_bound_findings(results, min_busy=thresholds.gpu_busy_min),
+        *slow_default_findings(results),
+    ]
 
 
 def _key(m: Measurement) -> tuple[str, str, str]:

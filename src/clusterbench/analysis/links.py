@@ -16,18 +16,10 @@ from clusterbench.analysis._common import (
 from clusterbench.schema import Finding, Measurement, PCIeLink, Results
 
 __all__ = [
-    "LINK_MIN_EFFICIENCY",
-    "REMOTE_NUMA_MAX_LOSS",
     "host_device_findings",
     "p2p_findings",
     "pcie_findings",
 ]
-
-LINK_MIN_EFFICIENCY = 0.80
-"""GPU<->GPU copy below this fraction of the NVLink spec -> warn (seed: links >= 80% of
-theoretical)."""
-REMOTE_NUMA_MAX_LOSS = 0.20
-"""Pinned transfers from the remote NUMA node this fraction below local ones -> info."""
 
 _PCIE_FIX = (
     "Reseat the GPU and its riser or cable, set the slot's link speed to Auto (or its maximum "
@@ -115,7 +107,7 @@ def _pcie_idle_finding(link: PCIeLink, *, scope: str) -> Finding | None:
 
 
 def host_device_findings(
-    results: Results, *, min_efficiency: float, remote_numa_max_loss: float = REMOTE_NUMA_MAX_LOSS
+    results: Results, *, min_efficiency: float, remote_numa_max_loss: float
 ) -> list[Finding]:
     """Pinned h2d/d2h below ``min_efficiency`` x the link rate -> warn; remote NUMA -> info."""
     pinned = [

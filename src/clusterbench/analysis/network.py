@@ -14,11 +14,10 @@ from clusterbench.analysis._common import best_by, ref_value, scope_label, selec
 from clusterbench.analysis.bandwidth_ratio import bandwidth_ratio_findings
 from clusterbench.analysis.node_pairs import slow_node_pairs, slow_pair_finding
 from clusterbench.schema import Finding, Measurement, Results
+from clusterbench.thresholds import Thresholds
 
 __all__ = [
     "LARGE_MODEL_PARAMS_B",
-    "MIN_INTERNODE_GBPS_LARGE_MODEL",
-    "NETWORK_MIN_EFFICIENCY",
     "internode_capacity_findings",
     "network_findings",
     "nic_state_findings",
@@ -27,13 +26,8 @@ __all__ = [
     "tcp_throughput_findings",
 ]
 
-NETWORK_MIN_EFFICIENCY = 0.80
-"""Measured below this fraction of the link rate -> warn (seed: "less than 80% of theoretical,
-start debugging")."""
 LARGE_MODEL_PARAMS_B = 7.0
 """Models above this many billion parameters need a fast inter-node network (seed)."""
-MIN_INTERNODE_GBPS_LARGE_MODEL = 400.0
-"""Inter-node bandwidth per node those models need, Gb/s (seed: 400, preferably 800)."""
 _RDMA_KINDS = ("infiniband", "roce", "efa")
 
 _NIC_FIX = (
@@ -64,24 +58,22 @@ _CAPACITY_FIX = (
 )
 
 
-def network_findings(results: Results, thresholds: Any) -> list[Finding]:
-    """Every network verdict; thresholds missing from ``thresholds`` take the seed's values."""
-    min_efficiency = getattr(thresholds, "network_min_efficiency", NETWORK_MIN_EFFICIENCY)
+def network_findings(results: Results, thresholds: Thresholds) -> list[Finding]:
+    """Every network verdict; the large-model check only when ``thresholds.model_params_b``."""
+    min_efficiency = thresholds.network_min_efficiency
     return [
         *nic_state_findings(results),
         *tcp_throughput_findings(results, min_efficiency=min_efficiency),
         *rdma_bandwidth_findings(results, min_efficiency=min_efficiency),
         *slow_node_pair_findings(
             results,
-            mads=float(getattr(thresholds, "outlier_mads", 3.0)),
-            min_rel=float(getattr(thresholds, "outlier_min_rel", 0.05)),
+            mads=thresholds.outlier_mads,
+            min_rel=thresholds.outlier_min_rel,
         ),
         *internode_capacity_findings(
             results,
-            model_params_b=getattr(thresholds, "model_params_b", 0.0) or 0.0,
-            min_gbps=getattr(
-                thresholds, "min_internode_gbps_large_model", MIN_INTERNODE_GBPS_LARGE_MODEL
-            ),
+            model_params_b=thresholds.model_params_b or 0.0,
+            min_gbps=thresholds.min_internode_gbps_large_model,
         ),
         *bandwidth_ratio_findings(results),
     ]

@@ -2,17 +2,15 @@
 synchronisation idle grows with gradient accumulation.
 
 Only the ``scaling`` series is judged for scaling and MFU (sweep cases are comparisons, not
-targets).  Thresholds come from :class:`clusterbench.config.Thresholds` when it has them
-(``scaling_min_efficiency_warn``, ``scaling_min_efficiency_fail``, ``mfu_min``), else the seed's
-defaults below.
+targets).  The limits are :class:`clusterbench.thresholds.Thresholds`'
+``scaling_min_efficiency_warn``, ``scaling_min_efficiency_fail`` and ``mfu_min``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from clusterbench.analysis._common import gpu_severity, scope_label, select
 from clusterbench.schema import Finding, Measurement, Results
+from clusterbench.thresholds import Thresholds
 
 __all__ = [
     "LARGE_MODELS",
@@ -22,23 +20,19 @@ __all__ = [
     "training_findings",
 ]
 
-SCALING_WARN = 0.90  # seed: scaling efficiency >= 90%
-SCALING_FAIL = 0.80  # seed: below 80% points to a bottleneck
-MFU_MIN = 0.40
-"""Large-model MFU below this -> warn.  The seed names 50-60% on H100; public large runs reach
-41-48% (Megatron-LM) and 33-39% (torchtitan 8B FSDP), docs/reference.md."""
 LARGE_MODELS = frozenset({"1.3b", "2b", "7b", "8b"})
 _ACCUM_KNEE = 4  # the paper's claim: coordination idle grows past four accumulation steps
 _BENCH = "training"
 
 
-def training_findings(results: Results, thresholds: Any) -> list[Finding]:
-    warn = float(getattr(thresholds, "scaling_min_efficiency_warn", SCALING_WARN))
-    fail = float(getattr(thresholds, "scaling_min_efficiency_fail", SCALING_FAIL))
-    mfu_min = float(getattr(thresholds, "mfu_min", MFU_MIN))
+def training_findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     return [
-        *scaling_findings(results, warn=warn, fail=fail),
-        *low_mfu_findings(results, mfu_min=mfu_min),
+        *scaling_findings(
+            results,
+            warn=thresholds.scaling_min_efficiency_warn,
+            fail=thresholds.scaling_min_efficiency_fail,
+        ),
+        *low_mfu_findings(results, mfu_min=thresholds.mfu_min),
         *grad_accum_findings(results),
     ]
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import TYPE_CHECKING
 
 from clusterbench.analysis._common import (
     as_number,
@@ -18,20 +17,14 @@ from clusterbench.analysis._common import (
     select,
 )
 from clusterbench.analysis.links import (
-    LINK_MIN_EFFICIENCY,
-    REMOTE_NUMA_MAX_LOSS,
     host_device_findings,
     p2p_findings,
     pcie_findings,
 )
 from clusterbench.schema import Finding, Results
-
-if TYPE_CHECKING:
-    from clusterbench.config import Thresholds
+from clusterbench.thresholds import Thresholds
 
 __all__ = [
-    "LINK_MIN_EFFICIENCY",
-    "REMOTE_NUMA_MAX_LOSS",
     "gemm_correctness_findings",
     "gemm_efficiency_findings",
     "hbm_findings",
