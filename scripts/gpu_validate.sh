@@ -4,7 +4,7 @@
 #   scripts/gpu_validate.sh [SUITE] [extra `clusterbench run` args...]
 #   scripts/gpu_validate.sh level3      # the Level 3 validation (training, dataloader, checkpoint)
 #   L3='gpt13b resnet50c vit' scripts/gpu_validate.sh level3   # only those Level 3 steps
-#     (steps: gpt13b resnet50 resnet50c vit bert std sweep io attr; default gpt13b resnet50c sweep io;
+#     (steps: gpt13b resnet50 resnet50c resnet50g vit bert std sweep io attr; default gpt13b resnet50c sweep io;
 #      std: the standard suite's training preset, 1.3b with the gradient-accumulation sweep)
 #
 # Needs python3 with torch (CUDA), rich, typer, psutil, nvidia-ml-py; wheels for anything else
@@ -65,6 +65,9 @@ print(len(default_world_sizes(max(1, $NGPU))))" 2>/dev/null || echo 2)
   want resnet50c && step resnet50c 150 --only training --set training.model=resnet50 \
     --set training.batch_size=256 --set training.steps=20 \
     --set training.compile=true "$@"
+  want resnet50g && step resnet50g 150 --only training --set training.model=resnet50 \
+    --set training.batch_size=256 --set training.steps=20 \
+    --set training.compile=true --set training.cuda_graphs=true "$@"
   want vit && step vit 150 --only training --set training.model=vit_b_16 \
     --set training.batch_size=128 --set training.steps=20 \
     --set training.compile=true "$@"

@@ -13,7 +13,12 @@ import torch
 import torch.distributed as dist
 
 from clusterbench.benchmarks.training.models import build_workload
-from clusterbench.benchmarks.training.strategies import Case, build_trainer, iter_blocks
+from clusterbench.benchmarks.training.strategies import (
+    Case,
+    build_trainer,
+    check_applicable,
+    iter_blocks,
+)
 
 CPU = torch.device("cpu")
 
@@ -51,3 +56,44 @@ def test_compiled_blocks_under_ddp_train() -> None:
     assert math.isfinite(trainer.last_loss())
     after = list(workload.model.parameters())
     assert all(not torch.equal(a, b) for a, b in zip(after, before, strict=True))
+
+
+@pytest.mark.usefixtures("world")
+def test_cuda_graphs_compile_blocks_in_reduce_overhead_mode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    modes: list[object] = []
+    compile_fn = torch.compile
+
+    def recording(fn: object, **kwargs: object) -> object:
+        modes.append(kwargs.get("mode"))
+        return compile_fn(fn, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(torch, "compile", recording)
+    marks: list[int] = []
+    real_mark = torch.compiler.cudagraph_mark_step_begin
+    monkeypatch.setattr(
+        torch.compiler, "cudagraph_mark_step_begin", lambda: (marks.append(1), real_mark())
+    )
+    torch.manual_seed(0)
+    workload = build_workload("tiny", device=CPU)
+    case = Case(strategy="ddp", precision="fp32", compile=True, cuda_graphs=True)
+    assert dist.group.WORLD is not None
+    trainer = build_trainer(workload, case=case, group=dist.group.WORLD, device=CPU)
+    blocks = [b for _, b, _ in iter_blocks(workload.model, workload.block_paths)]
+    # every block in CUDA-graph mode, the loss (last) in the default mode
+    assert modes == ["reduce-overhead"] * len(blocks) + [None]
+    batch = workload.make_batch(2)
+    trainer.step([batch, batch])  # two micro-steps: a graph step begins with each
+    assert len(marks) == 2 and math.isfinite(trainer.last_loss())
+
+
+def test_cuda_graphs_only_for_compiled_data_parallel() -> None:
+    workload = build_workload("tiny", device=CPU)
+    for case in (
+        Case(strategy="ddp", precision="fp32", cuda_graphs=True),
+        Case(strategy="fsdp2", precision="fp32", compile=True, cuda_graphs=True),
+    ):
+        assert "cuda_graphs" in (check_applicable(workload, case=case, group_size=1) or "")
+    ok = Case(strategy="zero1", precision="fp32", compile=True, cuda_graphs=True)
+    assert check_applicable(workload, case=ok, group_size=1) is None

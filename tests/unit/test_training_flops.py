@@ -121,6 +121,8 @@ def test_world_sizes_and_stages() -> None:
         ({"sweep_strategies": ["ddp", "nope"]}, "unknown sweep strategy"),
         ({"model": "resnet50", "strategy": "tp"}, "needs a decoder model"),
         ({"model": "bert_large", "strategy": "pp"}, "needs a decoder model"),
+        ({"cuda_graphs": True}, "cuda_graphs needs compile=true"),
+        ({"cuda_graphs": True, "compile": True, "strategy": "fsdp2"}, "ddp or zero1"),
     ],
 )
 def test_config_rejects(bad: dict[str, object], why: str) -> None:

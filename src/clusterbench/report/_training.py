@@ -20,7 +20,7 @@ _SWEEP_HEADER = (
     "fits",
 )  # fmt: skip
 _CASE_KEYS = ("model", "strategy", "precision", "activation_checkpointing", "compile",
-              "world_size", "grad_accum")  # fmt: skip
+              "cuda_graphs", "world_size", "grad_accum")  # fmt: skip
 
 
 def _key(m: Measurement) -> tuple[object, ...]:

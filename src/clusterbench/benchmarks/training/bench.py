@@ -64,6 +64,10 @@ class WorkloadSettings:
     """Recompute every block's forward in backward (non-reentrant torch.utils.checkpoint)."""
     compile: bool = False
     """torch.compile every block (one graph per block, as torchtitan does) and the loss."""
+    cuda_graphs: bool = False
+    """With compile, ddp or zero1, on GPUs: replay every compiled block as CUDA graphs
+    (torch.compile's mode="reduce-overhead"), for steps bound by the host launching kernels
+    (ResNet-50 compiled per block; docs/results/H200-level3.md).  No effect on CPU workers."""
 
     def workload_settings(self) -> dict[str, object]:
         """These fields by name (what a ``TrainingConfig`` of the same workload takes)."""
@@ -120,6 +124,10 @@ class TrainingConfig(WorkloadSettings):
             raise ValueError(f"seq_len must be >= 1, got {self.seq_len}")
         if any(w < 1 for w in self.world_sizes) or any(k < 1 for k in self.grad_accum_sweep):
             raise ValueError("world_sizes and grad_accum_sweep entries must be >= 1")
+        if self.cuda_graphs and not self.compile:
+            raise ValueError("cuda_graphs needs compile=true (the graphs are torch.compile's)")
+        if self.cuda_graphs and self.strategy not in ("ddp", "zero1"):
+            raise ValueError(f"cuda_graphs runs with strategy ddp or zero1, not {self.strategy}")
         if self.model not in DECODER_PRESETS and self.strategy in ("tp", "pp"):
             raise ValueError(f"strategy {self.strategy} needs a decoder model, not {self.model}")
 
@@ -129,6 +137,7 @@ class TrainingConfig(WorkloadSettings):
             precision=self.precision,
             activation_checkpointing=self.activation_checkpointing,
             compile=self.compile,
+            cuda_graphs=self.cuda_graphs,
         )
 
     @classmethod

@@ -168,6 +168,7 @@ def case_params(
         "grad_accum": grad_accum,
         "activation_checkpointing": case.activation_checkpointing,
         "compile": case.compile,
+        "cuda_graphs": case.cuda_graphs,
         "seq_len": workload.tokens_per_sample if workload.kind == "decoder" else None,
     }
 

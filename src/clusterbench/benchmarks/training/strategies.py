@@ -61,6 +61,9 @@ class Case:
     precision: str
     activation_checkpointing: bool = False
     compile: bool = False
+    cuda_graphs: bool = False
+    """Compiled blocks replayed as CUDA graphs (mode="reduce-overhead"); ddp and zero1 only:
+    sharded strategies move their parameters between steps, which graphs cannot follow."""
 
 
 class StepTrainer(Protocol):
@@ -74,6 +77,8 @@ class StepTrainer(Protocol):
 
 def check_applicable(workload: Workload, *, case: Case, group_size: int) -> str | None:
     """Why ``case`` cannot run on ``workload`` over ``group_size`` ranks (None: it can)."""
+    if case.cuda_graphs and (not case.compile or case.strategy not in ("ddp", "zero1")):
+        return "cuda_graphs needs compile and strategy ddp or zero1"
     if case.strategy in ("tp", "pp") and not isinstance(workload.model, Decoder):
         return f"{case.strategy} is implemented for the decoder presets only"
     if case.strategy == "tp" and isinstance(workload.model, Decoder):
@@ -104,11 +109,14 @@ class Trainer:
     sync_context: Callable[[bool], contextlib.AbstractContextManager[Any]] = field(
         default=lambda sync: contextlib.nullcontext()
     )
+    cuda_graphs: bool = False
     _loss: torch.Tensor | None = None
 
     def step(self, batches: list[Batch], *, sync: bool = True) -> None:
         total = None
         for i, (inputs, targets) in enumerate(batches):
+            if self.cuda_graphs:  # a new iteration: the graphs may reuse their earlier outputs
+                torch.compiler.cudagraph_mark_step_begin()
             # DDP reduces gradients only on the last micro-step (no_sync on the others)
             with self.sync_context(sync and i == len(batches) - 1):
                 with self._autocast():
@@ -192,7 +200,8 @@ def _prepare_blocks(model: nn.Module, *, case: Case, block_paths: tuple[str, ...
     for _, block, parent in iter_blocks(model, block_paths):
         wrapped = checkpoint_wrapper(block) if case.activation_checkpointing else block
         if case.compile:
-            wrapped.compile()  # in place: parameter names stay as they are
+            # in place: parameter names stay as they are
+            wrapped.compile(mode="reduce-overhead" if case.cuda_graphs else None)
         if wrapped is not block:
             parent.register_module(_name_in(parent, block), wrapped)
 
@@ -303,6 +312,7 @@ def _ddp_family_trainer(
     return Trainer(
         model=model, optimizer=optimizer, loss_fn=workload.loss_fn, device_type=device.type,
         autocast_dtype=dtype, scaler=scaler, sync_context=sync_context,
+        cuda_graphs=case.cuda_graphs,
     )  # fmt: skip
 
 

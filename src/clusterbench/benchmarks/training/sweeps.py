@@ -73,6 +73,7 @@ def grad_accum_sweep(
         precision=cfg.precision,
         activation_checkpointing=cfg.activation_checkpointing,
         compile=cfg.compile,
+        cuda_graphs=cfg.cuda_graphs,
     )
     warmup, steps = sweep_steps(cfg)
     for k in cfg.grad_accum_sweep:
