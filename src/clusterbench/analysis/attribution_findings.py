@@ -48,8 +48,9 @@ _FIXES = {
     ),
     "coordination": (
         "The GPUs wait: feed the input pipeline (DataLoader workers, pinned memory), find the "
-        "straggler (below) and its cause, and cut host launch overhead with CUDA graphs / "
-        "torch.compile(mode='reduce-overhead')."
+        "straggler (below) and its cause, and cut host launch overhead with CUDA graphs "
+        "(--set training.compile=true --set training.cuda_graphs=true; in your own code "
+        "torch.compile(mode='reduce-overhead'))."
     ),
 }
 
