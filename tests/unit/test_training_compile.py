@@ -26,13 +26,15 @@ CPU = torch.device("cpu")
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     dynamo = torch._dynamo.config
-    for name in ("optimize_ddp", "automatic_dynamic_shapes", "recompile_limit"):
-        monkeypatch.setattr(dynamo, name, getattr(dynamo, name))  # restored afterwards
+    # the settings the benchmark changes, restored afterwards (Dynamo's own patch: monkeypatch
+    # would delete and re-add them, which Dynamo's config module takes as hiding them)
+    names = ("optimize_ddp", "automatic_dynamic_shapes", "recompile_limit")
     monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
     store = dist.FileStore(str(tmp_path / "store"), 1)
     dist.init_process_group("gloo", store=store, rank=0, world_size=1)
     try:
-        yield
+        with dynamo.patch({name: getattr(dynamo, name) for name in names}):
+            yield
     finally:
         dist.destroy_process_group()
         torch._dynamo.reset()
