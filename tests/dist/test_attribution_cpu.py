@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench import load_results
+from tests.helpers import cpu_run
 from clusterbench.schema import Results
 
 pytestmark = pytest.mark.dist
@@ -21,18 +21,7 @@ CLASSES = ("compute", "memory", "communication", "coordination")
 
 def run_attribution(out: Path, *sets: str, returncode: int = 0) -> Results:
     """Run it; exit status 1 would mean a fail finding was made."""
-    args = ["run", "--device", "cpu", "--nproc", "2", "--only", "attribution"]
-    for item in sets:
-        args += ["--set", item]
-    proc = subprocess.run(
-        [sys.executable, "-m", "clusterbench", *args, "--out", str(out)],
-        capture_output=True, text=True, timeout=120, check=False,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
-    assert proc.returncode == returncode, proc.stderr[-3000:]
-    results = load_results(out)
-    assert results.run.status == "completed" and results.errors == []
-    return results
+    return cpu_run(out, "attribution", sets, timeout=120, returncodes=(returncode,))
 
 
 def shares(results: Results) -> dict[str, float]:

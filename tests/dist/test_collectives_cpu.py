@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench import load_results
+from tests.helpers import cpu_run
 from clusterbench.benchmarks.collectives_ops import OPS, bus_factor
 from clusterbench.schema import Results
 
@@ -17,18 +17,7 @@ pytestmark = pytest.mark.dist
 
 
 def run_collectives(out: Path, nproc: int, *sets: str) -> Results:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    args = ["run", "--device", "cpu", "--nproc", str(nproc), "--only", "collectives"]
-    for item in sets:
-        args += ["--set", item]
-    proc = subprocess.run(
-        [sys.executable, "-m", "clusterbench", *args, "--out", str(out)],
-        capture_output=True, text=True, timeout=240, env=env, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    results = load_results(out)
-    assert results.run.status == "completed" and results.errors == []
-    return results
+    return cpu_run(out, "collectives", sets, nproc=nproc)
 
 
 def check_results(results: Results, *, n: int, modes: set[str]) -> None:

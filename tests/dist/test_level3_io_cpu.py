@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench import load_results
+from tests.helpers import cpu_run
 
 pytestmark = pytest.mark.dist
 
@@ -18,14 +18,10 @@ def test_dataloader_and_checkpoint_on_two_workers(tmp_path: Path) -> None:
     out = tmp_path / "run"
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
-    args = ["run", "--device", "cpu", "--nproc", "2", "--only", "dataloader,checkpoint",
-            "--out", str(out), "--set", f"checkpoint.directory={ckpt}"]  # fmt: skip
-    proc = subprocess.run([sys.executable, "-m", "clusterbench", *args], capture_output=True,
-                          text=True, timeout=120, check=False,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
-    assert proc.returncode in (0, 1), proc.stderr[-3000:]
-    results = load_results(out)
-    assert results.errors == [] and results.run.status == "completed"
+    results = cpu_run(
+        out, "dataloader,checkpoint", [f"checkpoint.directory={ckpt}"], timeout=120,
+        returncodes=(0, 1),
+    )  # fmt: skip
     got = {(m.benchmark, m.metric, m.rank) for m in results.measurements}
     for rank in (0, 1):  # per device: every rank measures its own loader
         for metric in ("loader_samples_per_s", "step_samples_per_s", "gpu_busy"):

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from clusterbench import load_results
+from tests.helpers import cli
 
 pytestmark = pytest.mark.dist
 
@@ -22,14 +23,7 @@ def _run(out: Path, *sets: str) -> subprocess.CompletedProcess[str]:
     args = ["run", "--device", "cpu", "--nproc", "2", "--only", "network", "--out", str(out)]
     for item in ("network.duration_s=1", "network.latency_round_trips=100", *sets):
         args += ["--set", item]
-    return subprocess.run(
-        [sys.executable, "-m", "clusterbench", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        check=False,
-    )
+    return cli(*args, timeout=120)
 
 
 @pytest.mark.parametrize("tool", ["socket", "iperf3"])

@@ -14,24 +14,13 @@ from pathlib import Path
 import pytest
 
 from clusterbench import load_results
+from tests.helpers import cli
 
 pytestmark = pytest.mark.dist
 
 HOST = socket.gethostname()
 # A tiny GEMM so the failure tests spend their time on what they test.
 SMALL_GEMM = ["--set", "gemm.shapes=64x64x64", "--set", "gemm.dtypes=fp32"]
-
-
-def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "clusterbench", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        check=False,
-    )
 
 
 def test_quick_suite_on_two_cpu_workers(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench import load_results
+from tests.helpers import cpu_run
 from clusterbench.schema import Results
 
 pytestmark = pytest.mark.dist
@@ -21,18 +21,8 @@ STRATEGIES = ("ddp", "fsdp2", "zero2", "zero1", "tp", "pp")
 
 
 def run_training(out: Path, *sets: str) -> Results:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    args = ["run", "--device", "cpu", "--nproc", "2", "--only", "training"]
-    for item in ("training.model=tiny", *sets):
-        args += ["--set", item]
-    proc = subprocess.run(
-        [sys.executable, "-m", "clusterbench", *args, "--out", str(out)],
-        capture_output=True, text=True, timeout=240, env=env, check=False,
-    )  # fmt: skip
-    # scaling on CPU workers sharing the host's cores is stated (info), never judged
-    assert proc.returncode == 0, proc.stderr
-    results = load_results(out)
-    assert results.run.status == "completed" and results.errors == []
+    # scaling on CPU workers sharing the host's cores is stated (info), never judged: exit 0
+    results = cpu_run(out, "training", ("training.model=tiny", *sets))
     assert not [f for f in results.findings if f.severity == "fail"]
     scaling = [f for f in results.findings if f.id == "training.scaling_efficiency"]
     assert all(f.severity == "info" for f in scaling)

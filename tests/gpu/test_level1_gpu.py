@@ -10,12 +10,12 @@ import itertools
 
 import pytest
 import torch
+from tests.helpers import gpu_ctx
 
 from clusterbench.benchmarks.gemm import TOLERANCE, GemmConfig, gemm
 from clusterbench.benchmarks.memory import MemoryConfig, memory
 from clusterbench.benchmarks.transfer import TransferConfig, transfer
-from clusterbench.runtime.dist import DistContext
-from clusterbench.schema import GpuInfo, Measurement
+from clusterbench.schema import Measurement
 
 pytestmark = [
     pytest.mark.gpu,
@@ -23,30 +23,6 @@ pytestmark = [
 ]
 
 MIB = 2**20
-
-
-def _gpu_info() -> GpuInfo | None:
-    from clusterbench.hardware.probe import nvml_session, probe_gpus
-
-    with nvml_session() as nvml:
-        gpus = probe_gpus(nvml)
-    return gpus[0] if gpus else None
-
-
-def gpu_ctx(benchmark: str) -> DistContext:
-    return DistContext(
-        rank=0,
-        world_size=1,
-        local_rank=0,
-        local_world_size=1,
-        node_rank=0,
-        num_nodes=1,
-        host="h",
-        device=torch.device("cuda", 0),
-        backend="nccl",
-        benchmark=benchmark,
-        gpu=_gpu_info(),
-    )
 
 
 def pick(ms: list[Measurement], metric: str, **params: object) -> list[Measurement]:

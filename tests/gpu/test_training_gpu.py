@@ -8,26 +8,14 @@ import os
 import pytest
 import torch
 import torch.distributed as dist
+from tests.helpers import gpu_ctx
 
 from clusterbench.benchmarks.training.bench import TrainingConfig, training
-from clusterbench.runtime.dist import DistContext
 
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
-
-
-def _ctx() -> DistContext:
-    from clusterbench.hardware.probe import nvml_session, probe_gpus
-
-    with nvml_session() as nvml:
-        gpus = probe_gpus(nvml)
-    return DistContext(
-        rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0, num_nodes=1,
-        host="localhost", device=torch.device("cuda", 0), backend="nccl",
-        gpu=gpus[0] if gpus else None, benchmark="training",
-    )  # fmt: skip
 
 
 @pytest.fixture
@@ -42,7 +30,7 @@ def one_rank_world() -> object:
 
 @pytest.mark.usefixtures("one_rank_world")
 def test_125m_bf16_mfu() -> None:
-    ctx = _ctx()
+    ctx = gpu_ctx("training")
     if ctx.gpu is None or ctx.gpu.spec is None:
         pytest.skip("unknown GPU: no spec peak for MFU")
     cfg = TrainingConfig(model="125m", precision="bf16", batch_size=8, warmup_steps=5, steps=10)
@@ -58,6 +46,6 @@ def test_125m_bf16_mfu() -> None:
 def test_bert_trains_on_the_gpu() -> None:
     # the model is built on the GPU: its fixed masked positions must be made there too
     cfg = TrainingConfig(model="bert_tiny", precision="bf16", batch_size=8, warmup_steps=2, steps=3)
-    by_metric = {m.metric: m for m in training(_ctx(), cfg)}
+    by_metric = {m.metric: m for m in training(gpu_ctx("training"), cfg)}
     assert math.isfinite(by_metric["loss"].value)
     assert by_metric["samples_per_s"].value > 0

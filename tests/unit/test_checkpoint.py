@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
+from tests.helpers import one_rank_ctx
 from torch import nn
 from torch.nn import functional as F
 
@@ -33,9 +34,7 @@ def world(tmp_path: Path) -> Iterator[None]:
 
 
 def _ctx() -> DistContext:
-    return DistContext(rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0,
-                       num_nodes=1, host="h", device=CPU, backend="gloo",
-                       benchmark="checkpoint")  # fmt: skip
+    return one_rank_ctx("checkpoint")
 
 
 def _workload(name: str, *, device: torch.device, seq_len: int | None = None) -> Workload:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tests.helpers import one_rank_ctx
 from torch import nn
 from torch.nn import functional as F
 
@@ -23,9 +24,7 @@ CPU = torch.device("cpu")
 
 
 def _ctx() -> DistContext:
-    return DistContext(rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0,
-                       num_nodes=1, host="h", device=CPU, backend="gloo",
-                       benchmark="dataloader")  # fmt: skip
+    return one_rank_ctx("dataloader")
 
 
 def _decoder(seq_len: int = 16, vocab: int = 100) -> Workload:

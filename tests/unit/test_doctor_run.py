@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-import torch
+from tests.helpers import cli, one_rank_ctx
 
 from clusterbench import doctor as doctor_package
 from clusterbench.benchmarks.doctor import DoctorConfig, doctor
@@ -25,7 +23,6 @@ from clusterbench.doctor import (
     run_guarded,
     storage,
 )
-from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import Finding, GpuInfo, HostInfo, Measurement
 
 
@@ -119,18 +116,7 @@ def test_benchmark_on_one_cpu_rank(monkeypatch: pytest.MonkeyPatch) -> None:
     families = {name: tuple(counted(c) for c in checks) for name, checks in FAMILIES.items()}
     originals = [c.__name__ for c in all_checks()]
     monkeypatch.setattr(doctor_package, "FAMILIES", families)
-    ctx = DistContext(
-        rank=0,
-        world_size=1,
-        local_rank=0,
-        local_world_size=1,
-        node_rank=0,
-        num_nodes=1,
-        host="n0",
-        device=torch.device("cpu"),
-        backend="gloo",
-        benchmark="doctor",
-    )
+    ctx = one_rank_ctx("doctor", host="n0")
     items = list(doctor(ctx, DoctorConfig()))
     [checks_run] = [m for m in items if isinstance(m, Measurement)]
     assert sorted(calls) == sorted(originals) and len(originals) >= len(FAMILIES)
@@ -143,14 +129,7 @@ def test_benchmark_on_one_cpu_rank(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _cli(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "clusterbench", "doctor", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **env},
-        check=False,
-    )
+    return cli("doctor", "--json", timeout=60, env=env)
 
 
 def test_cli_doctor_on_this_machine() -> None:

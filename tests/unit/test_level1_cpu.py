@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import torch
+from tests.helpers import one_rank_ctx
 
 from clusterbench.benchmarks import gemm as gemm_mod
 from clusterbench.benchmarks import memory as memory_mod
@@ -36,19 +37,7 @@ class RecordingProgress:
 
 
 def cpu_ctx(benchmark: str) -> DistContext:
-    return DistContext(
-        rank=0,
-        world_size=1,
-        local_rank=0,
-        local_world_size=1,
-        node_rank=0,
-        num_nodes=1,
-        host="h",
-        device=torch.device("cpu"),
-        backend="gloo",
-        benchmark=benchmark,
-        progress=RecordingProgress(),
-    )
+    return one_rank_ctx(benchmark, progress=RecordingProgress())
 
 
 def by_metric(ms: Iterable[Measurement], metric: str, **params: object) -> list[Measurement]:

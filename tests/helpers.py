@@ -1,0 +1,68 @@
+"""What many tests need: the CLI in a subprocess, a CPU run through the real launcher, and a
+one-rank context for calling a benchmark directly."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from clusterbench import load_results
+from clusterbench.runtime.dist import DistContext
+from clusterbench.schema import Results
+
+
+def cli(
+    *args: str, timeout: float = 240, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m clusterbench ARGS``, output captured (unbuffered, so nothing is lost)."""
+    return subprocess.run(
+        [sys.executable, "-m", "clusterbench", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        check=False,
+    )
+
+
+def cpu_run(
+    out: Path, only: str, sets: Iterable[str] = (), *, nproc: int = 2, timeout: float = 240,
+    returncodes: tuple[int, ...] = (0,),
+) -> Results:  # fmt: skip
+    """``clusterbench run --device cpu --nproc N --only ONLY --set ...`` into ``out``; the exit
+    status must be one of ``returncodes`` and the run complete without errors."""
+    args = ["run", "--device", "cpu", "--nproc", str(nproc), "--only", only, "--out", str(out)]
+    for item in sets:
+        args += ["--set", item]
+    proc = cli(*args, timeout=timeout)
+    assert proc.returncode in returncodes, proc.stderr[-3000:]
+    results = load_results(out)
+    assert results.run.status == "completed" and results.errors == []
+    return results
+
+
+def one_rank_ctx(
+    benchmark: str, *, device: torch.device | None = None, **fields: Any
+) -> DistContext:
+    """A world of one rank on ``device`` (the CPU by default, gloo; nccl on a GPU)."""
+    device = device or torch.device("cpu")
+    return DistContext(
+        rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0, num_nodes=1,
+        host=fields.pop("host", "h"), device=device,
+        backend="nccl" if device.type == "cuda" else "gloo", benchmark=benchmark, **fields,
+    )  # fmt: skip
+
+
+def gpu_ctx(benchmark: str) -> DistContext:
+    """A world of one rank on cuda:0, with the GPU as the probe sees it (for its spec)."""
+    from clusterbench.hardware.probe import nvml_session, probe_gpus
+
+    with nvml_session() as nvml:
+        gpus = probe_gpus(nvml)
+    return one_rank_ctx(benchmark, device=torch.device("cuda", 0), gpu=gpus[0] if gpus else None)
