@@ -16,7 +16,7 @@ from clusterbench.analysis._common import (
     shared_cpu_hosts,
 )
 from clusterbench.analysis.collectives import low_busbw_findings
-from clusterbench.analysis.outliers import robust_zscores
+from clusterbench.analysis.outliers import robust_outliers
 from clusterbench.schema import Finding, Measurement, Results
 from clusterbench.thresholds import Thresholds
 
@@ -202,17 +202,13 @@ def busy_time_outliers(results: Results, *, mads: float, min_rel: float) -> list
     ranks = {
         r: ms for r, ms in _by_rank(results).items() if {"coordination", "step_time_ms"} <= set(ms)
     }
-    if len(ranks) < 3:
-        return []
     busy = {
         r: ms["step_time_ms"].value * (100.0 - ms["coordination"].value) / 100.0
         for r, ms in ranks.items()
     }
-    median = statistics.median(busy.values())
     out = []
-    for (r, value), z in zip(busy.items(), robust_zscores(list(busy.values())), strict=True):
-        if z <= mads or median <= 0 or (value - median) / median < min_rel:
-            continue
+    for r in robust_outliers(busy, mads=mads, min_rel=min_rel, better="lower"):
+        value, median = busy[r], statistics.median(busy.values())
         m = ranks[r]["step_time_ms"]
         shared = _shared_note(results, m.host)
         out.append(

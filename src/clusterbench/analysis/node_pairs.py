@@ -18,7 +18,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from clusterbench.analysis.outliers import robust_zscores
+from clusterbench.analysis.outliers import robust_outliers
 from clusterbench.schema import Finding
 
 __all__ = ["SlowPairs", "format_pair_value", "slow_node_pairs", "slow_pair_finding"]
@@ -55,13 +55,13 @@ def slow_node_pairs(
         for node in set(pair):
             per_node[node].append(value)
     node_score = {node: statistics.median(v) for node, v in per_node.items()}
-    bad_nodes = _outliers_below(node_score, mads=mads, min_rel=min_rel)
+    bad_nodes = robust_outliers(node_score, mads=mads, min_rel=min_rel, better="higher")
     if bad_nodes:
         healthy = [v for p, v in values.items() if not set(p) & set(bad_nodes)]
         base = statistics.median(healthy) if healthy else max(values.values())
         slow = [p for p, v in values.items() if base > 0 and (base - v) / base >= min_rel]
     else:
-        slow = _outliers_below(values, mads=mads, min_rel=min_rel)
+        slow = robust_outliers(values, mads=mads, min_rel=min_rel, better="higher")
         base = statistics.median(values.values()) if values else 0.0
     if not slow:
         return None
@@ -71,19 +71,6 @@ def slow_node_pairs(
         baseline=base,
         num_pairs=len(values),
     )
-
-
-def _outliers_below(values: dict[K, float], *, mads: float, min_rel: float) -> list[K]:
-    if len(values) < 3:
-        return []
-    keys = list(values)
-    median = statistics.median(values.values())
-    zs = robust_zscores([values[k] for k in keys])
-    return [
-        k
-        for k, z in zip(keys, zs, strict=True)
-        if z < -mads and median > 0 and (median - values[k]) / median >= min_rel
-    ]
 
 
 def _most_common_node(slow_pairs: list[Pair]) -> list[str]:

@@ -16,14 +16,21 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 from clusterbench.analysis._common import dev_label, shared_cpu_hosts
 from clusterbench.schema import Finding, Measurement, ParamValue
 
-__all__ = ["MIN_PEERS", "SCALED_MAD", "better_direction", "peer_outliers", "robust_zscores"]
+__all__ = [
+    "MIN_PEERS",
+    "SCALED_MAD",
+    "better_direction",
+    "peer_outliers",
+    "robust_outliers",
+    "robust_zscores",
+]
 
 SCALED_MAD = 1.4826
 """MAD x 1.4826 estimates the standard deviation of normal data (Rousseeuw & Croux, 1993)."""
@@ -31,6 +38,7 @@ MIN_PEERS = 3
 """Fewest distinct devices (or pairs) in a group for its outliers to mean anything."""
 
 Direction = Literal["higher", "lower"]
+K = TypeVar("K", bound=Hashable)
 
 _LOWER_IS_BETTER = frozenset({"s", "ms", "us", "µs", "ns"})
 # Units with no "worse" direction among peers: a ratio (rel_error has its own tolerance check),
@@ -98,6 +106,27 @@ def robust_zscores(values: Sequence[float]) -> list[float]:
     median = statistics.median(values)
     scale = SCALED_MAD * statistics.median(abs(v - median) for v in values)
     return [_zscore(v - median, scale) for v in values]
+
+
+def robust_outliers(
+    values: Mapping[K, float], *, mads: float, min_rel: float, better: Direction
+) -> list[K]:
+    """The keys whose value is worse than the median of all by more than ``mads`` scaled MADs
+    and by at least ``min_rel`` of the median; ``better`` says which way is better.  Fewer
+    than :data:`MIN_PEERS` values, or a median of 0, judge nothing."""
+    if len(values) < MIN_PEERS:
+        return []
+    keys = list(values)
+    xs = [values[k] for k in keys]
+    median = statistics.median(xs)
+    if median == 0:
+        return []
+    sign = 1.0 if better == "lower" else -1.0  # positive deviations are worse
+    return [
+        k
+        for k, x, z in zip(keys, xs, robust_zscores(xs), strict=True)
+        if sign * z > mads and sign * (x - median) / abs(median) >= min_rel
+    ]
 
 
 def _zscore(deviation: float, scale: float) -> float:
@@ -173,38 +202,32 @@ def _group_outliers(group: list[Measurement], *, mads: float, min_rel: float) ->
     per_member: dict[tuple[str, str], list[float]] = defaultdict(list)
     for m in group:
         per_member[_member(m)].append(m.value)
-    if len(per_member) < MIN_PEERS:
-        return []
-    members = list(per_member)
-    values = [statistics.median(per_member[k]) for k in members]
-    median = statistics.median(values)
-    if median == 0:
-        return []
-    sign = 1.0 if better_direction(group[0].unit) == "lower" else -1.0
-    scaled_mad = SCALED_MAD * statistics.median(abs(v - median) for v in values)
+    values = {k: statistics.median(v) for k, v in per_member.items()}
     first = group[0]
-    out = []
-    for (host, member), value, z in zip(members, values, robust_zscores(values), strict=True):
-        worse_z = sign * z  # positive when worse than the median
-        worse_rel = sign * (value - median) / abs(median)
-        if worse_z > mads and worse_rel >= min_rel:
-            out.append(
-                _Outlier(
-                    benchmark=first.benchmark,
-                    metric=first.metric,
-                    unit=first.unit,
-                    params=_group_params(first),
-                    host=host,
-                    member=member,
-                    is_pair=first.metric in _PAIR_METRICS,
-                    value=value,
-                    median=median,
-                    scaled_mad=scaled_mad,
-                    robust_z=z,
-                    num_peers=len(members),
-                )
-            )
-    return out
+    better = better_direction(first.unit)
+    assert better is not None  # peer_outliers groups only units with a better direction
+    worse = robust_outliers(values, mads=mads, min_rel=min_rel, better=better)
+    if not worse:
+        return []
+    median = statistics.median(values.values())
+    scaled_mad = SCALED_MAD * statistics.median(abs(v - median) for v in values.values())
+    return [
+        _Outlier(
+            benchmark=first.benchmark,
+            metric=first.metric,
+            unit=first.unit,
+            params=_group_params(first),
+            host=host,
+            member=member,
+            is_pair=first.metric in _PAIR_METRICS,
+            value=values[(host, member)],
+            median=median,
+            scaled_mad=scaled_mad,
+            robust_z=_zscore(values[(host, member)] - median, scaled_mad),
+            num_peers=len(values),
+        )
+        for host, member in worse
+    ]
 
 
 def _collapse(outliers: list[_Outlier], *, shared: dict[str, int]) -> list[Finding]:
