@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterbench.report._training import training_section
 from tests.helpers import cpu_run
 from clusterbench.schema import Results
 
@@ -57,6 +58,10 @@ def test_every_strategy_trains_on_two_ranks(tmp_path: Path) -> None:
         if m.metric == "tokens_per_s" and m.params.get("series") == "sweep" and m.value > 0
     }
     assert sweep_tokens == set(STRATEGIES)
+    # the summary's sweep table: one row per combination, its figures and "fits" together
+    [sweep_grid] = [g for g in training_section(ms, False).grids if "sweep" in g.title]
+    assert sorted(row[0] for row in sweep_grid.rows) == sorted(STRATEGIES)
+    assert all(row[-1] == "yes" and row[4] != "-" for row in sweep_grid.rows), sweep_grid.rows
     idle = [m for m in ms if m.metric == "sync_idle_fraction"]
     assert sorted(m.params["grad_accum"] for m in idle) == [1, 2]
 

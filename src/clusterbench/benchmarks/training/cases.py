@@ -156,8 +156,10 @@ def free_memory(ctx: DistContext) -> None:
 
 
 def case_params(
-    cfg: TrainingConfig, *, case: Case, workload: Workload, w: int, grad_accum: int
+    cfg: TrainingConfig, *, case: Case, w: int, grad_accum: int, workload: Workload | None = None
 ) -> dict[str, ParamValue]:
+    """What identifies a case in the results (``workload``: the one built, for its length)."""
+    decoder = workload if workload is not None and workload.kind == "decoder" else None
     return {
         "model": cfg.model,
         "strategy": case.strategy,
@@ -169,7 +171,7 @@ def case_params(
         "activation_checkpointing": case.activation_checkpointing,
         "compile": case.compile,
         "cuda_graphs": case.cuda_graphs,
-        "seq_len": workload.tokens_per_sample if workload.kind == "decoder" else None,
+        "seq_len": decoder.tokens_per_sample if decoder is not None else None,
     }
 
 

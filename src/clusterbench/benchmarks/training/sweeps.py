@@ -54,12 +54,10 @@ def run_sweep_case(
         free_memory(ctx)
         log.warning("training sweep: %s does not run: %s", case, reason)
     if dist.get_rank(group) == 0:
-        params: dict[str, ParamValue] = {
-            "model": cfg.model, "strategy": case.strategy, "precision": case.precision,
-            "world_size": dist.get_world_size(group),
-            "activation_checkpointing": case.activation_checkpointing, "compile": case.compile,
-            "grad_accum": cfg.grad_accum, "series": "sweep", "reason": reason or None,
-        }  # fmt: skip
+        params = case_params(
+            cfg, case=case, w=dist.get_world_size(group), grad_accum=cfg.grad_accum
+        )
+        params.update(series="sweep", reason=reason or None)
         yield ctx.measurement(metric="fits", value=0 if reason else 1, unit="bool", params=params)
 
 
