@@ -20,7 +20,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from clusterbench.benchmarks.training import cases
-from clusterbench.benchmarks.training.strategies import Trainer
+from clusterbench.benchmarks.training.strategies import LR, Trainer
 from clusterbench.benchmarks.training.workload import Batch, Workload
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.timing import synchronize
@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 
 __all__ = ["LOCAL_MODELS", "Profiled", "build_step", "load_trace_events", "profile_steps"]
 
-_SEED = 1234
-_LR = 1e-4
 LOCAL_MODELS = {
     # name: (width, layers or parameters, rows per sample, DDP bucket MB)
     "comm_heavy": (1024, 1 << 22, 1, 0.0625),
@@ -72,7 +70,7 @@ def _local_workload(name: str, *, device: torch.device) -> Workload:
     comm_heavy: inputs times the sum of ``size`` parameters (gradients as large as the model
     for almost no work)."""
     width, size, rows, _ = LOCAL_MODELS[name]
-    torch.manual_seed(_SEED)
+    torch.manual_seed(cases.SEED)
     with torch.device(device):
         layers = [_SummedScale(size)] if name == "comm_heavy" else [
             nn.Linear(width, width) for _ in range(size)
@@ -99,7 +97,7 @@ def _local_trainer(ctx: DistContext, workload: Workload) -> Trainer:
     )
     return Trainer(
         model=ddp,
-        optimizer=torch.optim.SGD(ddp.parameters(), lr=_LR),
+        optimizer=torch.optim.SGD(ddp.parameters(), lr=LR),
         loss_fn=workload.loss_fn,
         device_type=ctx.device.type,
     )

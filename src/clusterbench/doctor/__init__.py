@@ -18,7 +18,6 @@ from clusterbench.hardware.probe import AUTO, nvml_session
 from clusterbench.schema import Finding, HostInfo
 
 __all__ = [
-    "AUTO",
     "FAMILIES",
     "Check",
     "Sources",

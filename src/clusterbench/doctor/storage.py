@@ -10,7 +10,7 @@ from clusterbench.doctor._sources import Check, Sources
 from clusterbench.hardware.sysfs import mount_of, read_text
 from clusterbench.schema import Finding
 
-__all__ = ["CHECKS", "MIN_FREE_BYTES", "check_storage", "mount_of"]
+__all__ = ["CHECKS", "MIN_FREE_BYTES", "check_storage"]
 
 MIN_FREE_BYTES = 50 * 10**9
 """Less free space than this holds few checkpoints of a 7B model (~100 GB with optimizer)."""

@@ -14,7 +14,7 @@ import platform
 import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from clusterbench.hardware.specs import match_spec, pcie_gen_from_rate, to_spec_ref
 from clusterbench.hardware.sysfs import (
@@ -58,10 +58,6 @@ log = logging.getLogger(__name__)
 AUTO: Any = object()
 """Default for ``nvml=``: import ``pynvml`` and initialise it (None if that fails)."""
 
-NicKind = Literal["infiniband", "roce", "efa", "ethernet", "other"]
-# linux/if_arp.h: ARPHRD_ETHER = 1, ARPHRD_INFINIBAND = 32 (IPoIB)
-_ARPHRD_ETHER = 1
-_ARPHRD_INFINIBAND = 32
 
 
 # ---------------------------------------------------------------------------- NVML session

@@ -53,9 +53,9 @@ class DistContext:
     backend: str
     """'nccl' on GPUs, 'gloo' on CPUs."""
     gpu: GpuInfo | None = None
+    """This rank's GPU as the probe saw it (None on CPU runs or before the probe)."""
     host_info: HostInfo | None = None
     """This node's inventory, probed once when the rank starts (None before the probe)."""
-    """This rank's GPU as the probe saw it (None on CPU runs or before the probe)."""
     benchmark: str = ""
     """The benchmark running now; set by the runner."""
     progress: Progress = field(default_factory=NullProgress)

@@ -150,8 +150,6 @@ class TrainingConfig(WorkloadSettings):
                 sweep_precisions=["fp32", "bf16"], sweep_compile=[False], sweep_steps=4,
                 grad_accum_sweep=[] if suite == "quick" else [1, 2, 4, 8],
             )  # fmt: skip
-        if device_type != "cuda":
-            raise ValueError(f"unknown device type {device_type!r} (choose from cuda, cpu)")
         if suite == "quick":
             return cls(model="125m", batch_size=8, warmup_steps=5, steps=10)
         full = suite == "full"
@@ -172,7 +170,7 @@ def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
 
 def default_world_sizes(world_size: int) -> list[int]:
     """1, 2, 4, ... up to ``world_size``, and ``world_size`` itself."""
-    sizes = [1 << i for i in range(world_size.bit_length()) if 1 << i <= world_size]
+    sizes = [1 << i for i in range(world_size.bit_length())]
     return sorted({*sizes, world_size})
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import itertools
-import logging
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ if TYPE_CHECKING:
     from clusterbench.benchmarks.training.bench import TrainingConfig
 
 __all__ = [
+    "SEED",
     "Outcome",
     "case_params",
     "free_memory",
@@ -42,8 +42,7 @@ __all__ = [
     "time_steps",
 ]
 
-log = logging.getLogger(__name__)
-_SEED = 1234  # every rank draws the same weights and batches (tensor / pipeline parallel need it)
+SEED = 1234  # every rank draws the same weights and batches (tensor / pipeline parallel need it)
 _GEMM_SIZE = 8192
 _gemm_tflops: dict[str, float] = {}
 
@@ -75,7 +74,7 @@ class _Timed:
 def setup_case(
     ctx: DistContext, cfg: TrainingConfig, *, case: Case, group: dist.ProcessGroup, grad_accum: int
 ) -> tuple[Workload, object, list[tuple[torch.Tensor, torch.Tensor]]]:
-    torch.manual_seed(_SEED)
+    torch.manual_seed(SEED)
     w = dist.get_world_size(group)
     workload = build_workload(cfg.model, device=ctx.device, seq_len=cfg.seq_len)
     # tp / pp: the group trains batch_size x w samples, the same work per GPU as data parallel

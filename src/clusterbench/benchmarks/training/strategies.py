@@ -50,7 +50,7 @@ __all__ = [
 STRATEGIES = ("ddp", "fsdp2", "zero2", "zero1", "tp", "pp")
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 _AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-_LR = 1e-4  # small enough that the synthetic loss stays finite for every preset
+LR = 1e-4  # small enough that the synthetic loss stays finite for every preset
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -251,7 +251,7 @@ def make_optimizer(params: list[nn.Parameter], *, device: torch.device) -> torch
     dtensors = [p for p in params if isinstance(p, DTensor)]
     plain = [p for p in params if not isinstance(p, DTensor)]
     groups = [{"params": g} for g in (dtensors, plain) if g]
-    return torch.optim.AdamW(groups, lr=_LR, fused=device.type == "cuda" or None)
+    return torch.optim.AdamW(groups, lr=LR, fused=device.type == "cuda" or None)
 
 
 def _amp(
@@ -303,7 +303,7 @@ def _ddp_family_trainer(
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
         optimizer = ZeroRedundancyOptimizer(
-            params, optimizer_class=torch.optim.AdamW, process_group=group, lr=_LR,
+            params, optimizer_class=torch.optim.AdamW, process_group=group, lr=LR,
             **({"fused": True} if device.type == "cuda" else {}),
         )  # fmt: skip
     else:
