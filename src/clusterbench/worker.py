@@ -21,7 +21,7 @@ import torch.distributed as dist
 from clusterbench.assemble import dedupe
 from clusterbench.benchmarks import registry
 from clusterbench.finalize import EXIT_RUN_ERROR, RunSpec, finalize
-from clusterbench.runtime.dist import DistContext, init_distributed
+from clusterbench.runtime.dist import DistContext, init_distributed, set_rank_threads
 from clusterbench.runtime.nccl_debug import debug_env, debug_log_path, parse_nccl_log
 from clusterbench.runtime.records import RankLog, read_rank_file, read_records
 from clusterbench.runtime.watchdog import Deadline
@@ -79,9 +79,7 @@ def make_context(spec: RunSpec) -> DistContext:
         device = torch.device("cuda", local_rank)
     else:
         device = torch.device("cpu")
-    # Each rank gets its share of the node's cores: with every rank using all of them, the
-    # CPU-side work (data loading, small ops) of the ranks thrashes (seen: 21 images/s decoded).
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
+    set_rank_threads(local_world)  # without: 21 images/s decoded (docs/results/H200-level3.md)
     backend = "nccl" if spec.device_type == "cuda" else "gloo"
     init_distributed(backend=backend, device=device, timeout_s=spec.config.timeout_s)
     host = socket.gethostname()

@@ -6,8 +6,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from clusterbench.assemble import RunMeta, assemble_results
+from clusterbench.runtime.dist import cores_per_rank, set_rank_threads
 from clusterbench.runtime.launch import WorkerFailure, detect_launcher, export_dist_env
 from clusterbench.runtime.records import RankLog, read_records
 from clusterbench.runtime.timing import Stats, rate_stats
@@ -215,3 +217,16 @@ def test_time_op_samples_are_the_calls_durations() -> None:
     samples = time_op(lambda: time.sleep(next(durations)), device=torch.device("cpu"),
                       warmup=1, repeats=2)  # fmt: skip
     assert samples[0] >= 0.02 and samples[1] >= 0.04  # in order, each its own call
+
+
+def test_rank_threads_take_a_share_unless_omp_num_threads_is_set() -> None:
+    before = torch.get_num_threads()
+    share = cores_per_rank(2)
+    assert share >= 1 and share == max(1, cores_per_rank(1) // 2)
+    try:
+        torch.set_num_threads(share + 1)
+        assert set_rank_threads(2, env={}) == share
+        torch.set_num_threads(share + 1)
+        assert set_rank_threads(2, env={"OMP_NUM_THREADS": "4"}) == share + 1  # it stands
+    finally:
+        torch.set_num_threads(before)

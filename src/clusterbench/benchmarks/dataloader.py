@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import tempfile
 import time
 from collections.abc import Iterator, Sized
@@ -31,7 +30,7 @@ from torch.utils.data import DataLoader, Dataset, RandomSampler
 from clusterbench.benchmarks import _input_data as data
 from clusterbench.benchmarks._settings import check_suite
 from clusterbench.benchmarks.registry import register
-from clusterbench.runtime.dist import DistContext
+from clusterbench.runtime.dist import DistContext, cores_per_rank
 from clusterbench.runtime.timing import rate_stats, synchronize, time_op
 from clusterbench.schema import Measurement, ParamValue, Stats
 
@@ -164,7 +163,7 @@ DEFAULT_SETTING = LoaderSetting(num_workers=0, pin_memory=False, prefetch_factor
 @register("dataloader", level=3, scope="per_device", config=DataloaderConfig)
 def dataloader(ctx: DistContext, cfg: DataloaderConfig) -> Iterator[Measurement]:
     """Input pipeline: DataLoader rate over files vs the training step's rate; device busy %."""
-    settings = sweep_settings(cfg, device=ctx.device, cores=_cores_per_rank(ctx))
+    settings = sweep_settings(cfg, device=ctx.device, cores=cores_per_rank(ctx.local_world_size))
     ctx.progress.start(len(cfg.datasets) * (len(settings) + 3))
     if cfg.data_dir and not Path(cfg.data_dir).is_dir():
         raise ValueError(f"dataloader: data_dir {cfg.data_dir!r} is not an existing folder")
@@ -211,11 +210,6 @@ def load_workload(name: str, *, device: torch.device, seq_len: int | None = None
     from clusterbench.benchmarks.training.models import build_workload
 
     return build_workload(name, device=device, seq_len=seq_len)
-
-
-def _cores_per_rank(ctx: DistContext) -> int:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, (cores or 1) // max(1, ctx.local_world_size))
 
 
 def sweep_settings(

@@ -59,7 +59,6 @@ AUTO: Any = object()
 """Default for ``nvml=``: import ``pynvml`` and initialise it (None if that fails)."""
 
 
-
 # ---------------------------------------------------------------------------- NVML session
 
 

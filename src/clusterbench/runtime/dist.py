@@ -19,7 +19,14 @@ import torch.distributed as dist
 
 from clusterbench.schema import GpuInfo, HostInfo, Measurement, ParamValue, Reference, Stats
 
-__all__ = ["DistContext", "NullProgress", "Progress", "init_distributed"]
+__all__ = [
+    "DistContext",
+    "NullProgress",
+    "Progress",
+    "cores_per_rank",
+    "init_distributed",
+    "set_rank_threads",
+]
 
 
 class Progress(Protocol):
@@ -145,6 +152,23 @@ class DistContext:
             stats=stats,
             reference=reference,
         )
+
+
+def cores_per_rank(local_world_size: int) -> int:
+    """An equal share, for one of ``local_world_size`` ranks, of the cores this process may
+    run on (its CPU affinity where the system has one)."""
+    affinity = getattr(os, "sched_getaffinity", None)  # absent on macOS
+    cores = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+    return max(1, cores // max(1, local_world_size))
+
+
+def set_rank_threads(local_world_size: int, env: dict[str, str] | None = None) -> int:
+    """Give torch's intra-op pool this rank's share of the cores, unless OMP_NUM_THREADS says
+    otherwise (a user's or the launcher's choice stands).  With every rank using every core,
+    the ranks' CPU-side work (decoding, small ops) thrashes.  Returns the pool's size."""
+    if "OMP_NUM_THREADS" not in (os.environ if env is None else env):
+        torch.set_num_threads(cores_per_rank(local_world_size))
+    return torch.get_num_threads()
 
 
 def init_distributed(*, backend: str, device: torch.device, timeout_s: float) -> None:
