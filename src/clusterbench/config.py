@@ -130,17 +130,19 @@ def build_run_config(
     )
     benchmarks = {n: _benchmark_preset(registry.get(n), suite, device_type) for n in names}
     thresholds = Thresholds()
+    applied: list[_Setting] = []
     for section, values in table.items():
         if section in _TOP_LEVEL_KEYS:
             continue
-        _apply_section(
+        applied += _apply_section(
             section, values, benchmarks=benchmarks, thresholds=thresholds, source=str(config_file)
         )
     for item in sets:
         section, key, value = _parse_set(item)
-        _apply_section(
+        applied += _apply_section(
             section, {key: value}, benchmarks=benchmarks, thresholds=thresholds, strings=True
         )
+    _mirror(applied, benchmarks=benchmarks)
     timeout = timeout_s if timeout_s is not None else float(top.get("timeout_s", 900.0))
     if timeout <= 0:
         raise ConfigError(f"timeout must be positive, got {timeout}")
@@ -209,17 +211,33 @@ def _parse_set(item: str) -> tuple[str, str, str]:
 _MIRRORED_SECTIONS = {"training": "attribution"}
 
 
-def _mirror(
-    section: str, values: Any, *, benchmarks: dict[str, Any], source: str, strings: bool
-) -> None:
-    other = _MIRRORED_SECTIONS.get(section)
-    if other is None or other not in benchmarks or not isinstance(values, dict):
-        return
-    target = benchmarks[other]
-    names = {f.name for f in dataclasses.fields(target)}
-    for key, value in values.items():
-        if key in names:
-            _set_field(target, section=other, key=key, value=value, source=source, strings=strings)
+@dataclass(frozen=True, slots=True)
+class _Setting:
+    """One setting a file or ``--set`` gave a benchmark section."""
+
+    section: str
+    key: str
+    value: Any
+    source: str
+    strings: bool
+
+
+def _mirror(applied: list[_Setting], *, benchmarks: dict[str, Any]) -> None:
+    """Copy each mirrored section's settings to its target, once every setting is known, except
+    keys the target was given itself (whatever their order)."""
+    for section, other in _MIRRORED_SECTIONS.items():
+        if other not in benchmarks:
+            continue
+        target = benchmarks[other]
+        names = {f.name for f in dataclasses.fields(target)} - {
+            s.key for s in applied if s.section == other
+        }
+        for s in applied:
+            if s.section == section and s.key in names:
+                _set_field(
+                    target, section=other, key=s.key, value=s.value, source=s.source,
+                    strings=s.strings,
+                )  # fmt: skip
 
 
 def _apply_section(
@@ -230,21 +248,19 @@ def _apply_section(
     thresholds: Thresholds,
     source: str = "--set",
     strings: bool = False,
-) -> None:
-    _mirror(section, values, benchmarks=benchmarks, source=source, strings=strings)
-    if section == "thresholds":
-        target: Any = thresholds
-    elif section in benchmarks:
-        target = benchmarks[section]
-    elif _known(section):
-        return  # settings for a benchmark this run does not select
-    else:
+) -> list[_Setting]:
+    """Apply one section's settings; what it set (or, for a benchmark this run does not
+    select, would have set), for :func:`_mirror`."""
+    if not _known(section) and section != "thresholds":
         _unknown_benchmark(section)
-        return
     if not isinstance(values, dict):
         raise ConfigError(f"{source}: {section} must be a table ([{section}])")
+    target: Any = thresholds if section == "thresholds" else benchmarks.get(section)
     for key, value in values.items():
-        _set_field(target, section=section, key=key, value=value, source=source, strings=strings)
+        if target is not None:  # None: a benchmark this run does not select
+            _set_field(target, section=section, key=key, value=value, source=source,
+                       strings=strings)  # fmt: skip
+    return [_Setting(section, key, value, source, strings) for key, value in values.items()]
 
 
 def _set_field(

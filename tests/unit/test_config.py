@@ -111,3 +111,11 @@ def test_training_settings_also_describe_the_attribution_workload() -> None:
     )
     assert cfg.benchmarks["training"].batch_size == 3
     assert cfg.benchmarks["attribution"].batch_size == 5
+    # the attribution's own setting wins in either order
+    cfg = build_run_config(
+        device_type="cpu",
+        only=["training", "attribution"],
+        sets=["attribution.batch_size=5", "training.batch_size=3", "training.steps=7"],
+    )
+    assert cfg.benchmarks["attribution"].batch_size == 5
+    assert cfg.benchmarks["training"].steps == 7
