@@ -16,6 +16,7 @@ from clusterbench.benchmarks.training.models import build_workload
 from clusterbench.benchmarks.training.strategies import (
     Case,
     build_trainer,
+    case_scope,
     check_applicable,
     iter_blocks,
 )
@@ -99,3 +100,20 @@ def test_cuda_graphs_only_for_compiled_data_parallel() -> None:
         assert "cuda_graphs" in (check_applicable(workload, case=case, group_size=1) or "")
     ok = Case(strategy="zero1", precision="fp32", compile=True, cuda_graphs=True)
     assert check_applicable(workload, case=ok, group_size=1) is None
+
+
+@pytest.mark.usefixtures("world")
+def test_case_scope_restores_what_the_strategies_change() -> None:
+    dynamo = torch._dynamo.config
+    before = (dynamo.optimize_ddp, dynamo.automatic_dynamic_shapes, torch.backends.cudnn.allow_tf32)
+    workload = build_workload("tiny", device=CPU)
+    assert dist.group.WORLD is not None
+    with case_scope("tf32"):
+        build_trainer(
+            workload, case=Case(strategy="ddp", precision="tf32", compile=True),
+            group=dist.group.WORLD, device=CPU,
+        )  # fmt: skip
+        assert dynamo.optimize_ddp is False and dynamo.automatic_dynamic_shapes is False
+        assert torch.get_float32_matmul_precision() == "high"
+    after = (dynamo.optimize_ddp, dynamo.automatic_dynamic_shapes, torch.backends.cudnn.allow_tf32)
+    assert after == before and dynamo.optimize_ddp is not False

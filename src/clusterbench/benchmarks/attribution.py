@@ -23,7 +23,7 @@ from clusterbench.analysis import attribution as attr
 from clusterbench.benchmarks import _attribution_run as run
 from clusterbench.benchmarks.registry import register
 from clusterbench.benchmarks.training.bench import TrainingConfig, WorkloadSettings
-from clusterbench.benchmarks.training.strategies import matmul_precision
+from clusterbench.benchmarks.training.strategies import case_scope
 from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import Measurement, ParamValue, Stats
 
@@ -109,7 +109,7 @@ def _params(ctx: DistContext, cfg: AttributionConfig, **extra: ParamValue) -> di
 def attribution(ctx: DistContext, cfg: AttributionConfig) -> Iterator[Measurement]:
     """Step time split into compute, memory, communication and coordination, per rank."""
     ctx.progress.start(cfg.warmup_steps + 2 * cfg.active + cfg.wait + cfg.warmup)
-    with tempfile.TemporaryDirectory() as scratch, matmul_precision(cfg.precision):
+    with tempfile.TemporaryDirectory() as scratch, case_scope(cfg.precision):
         step = run.build_step(ctx, cfg)
         profiled = run.profile_steps(ctx, cfg, step=step, trace=_trace_path(ctx, Path(scratch)))
         ctx.barrier()

@@ -8,7 +8,6 @@ output is first checked against a float64 product of the same inputs.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import re
@@ -21,6 +20,7 @@ import torch
 from clusterbench.benchmarks._settings import check_suite
 from clusterbench.benchmarks.registry import register
 from clusterbench.runtime.dist import DistContext
+from clusterbench.runtime.precision import matmul_precision
 from clusterbench.runtime.timing import L2Flusher, rate_stats, time_op
 from clusterbench.schema import Measurement, ParamValue, Reference
 
@@ -176,7 +176,7 @@ def gemm(ctx: DistContext, cfg: GemmConfig) -> Iterator[Measurement]:
     flush = L2Flusher(ctx.device)
     failed: list[str] = []
     for dtype in runnable:
-        with _matmul_precision(dtype):
+        with matmul_precision(dtype):
             yield from _sweep_dtype(ctx, cfg, dtype=dtype, flush=flush, failed=failed)
     if failed:
         raise RuntimeError(f"gemm: wrong results (rel_error above tolerance): {'; '.join(failed)}")
@@ -269,19 +269,6 @@ def _fp8_skip_reason(device: torch.device, dtype: str) -> str | None:
     if capability < _FP8_MIN_CAPABILITY:
         return f"compute capability {capability[0]}.{capability[1]} < 8.9 has no fp8 tensor cores"
     return None
-
-
-@contextlib.contextmanager
-def _matmul_precision(dtype: str) -> Iterator[None]:
-    """fp32 matmuls in full precision (TF32 off), or TF32 for 'tf32'; restored afterwards."""
-    # torch.set_float32_matmul_precision works unchanged from torch 1.12 to 2.13 (no deprecation
-    # warning, unlike allow_tf32 on >= 2.9): "high" lets cuBLAS use TF32, "highest" forbids it.
-    before = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high" if dtype == "tf32" else "highest")
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(before)
 
 
 def _make_op(

@@ -18,11 +18,12 @@ from clusterbench.benchmarks.training.models import build_workload
 from clusterbench.benchmarks.training.strategies import (
     Case,
     build_trainer,
-    matmul_precision,
+    case_scope,
     replicas_agree,
 )
 from clusterbench.benchmarks.training.workload import Workload
 from clusterbench.runtime.dist import DistContext
+from clusterbench.runtime.precision import matmul_precision
 from clusterbench.runtime.timing import rate_stats, time_op
 from clusterbench.schema import Measurement, ParamValue, Reference, Stats
 
@@ -114,7 +115,7 @@ def run_case(
 ) -> Outcome:
     """Build, wrap, warm up and time one case; measurements only on group rank 0."""
     warmup, num_steps = steps or (cfg.warmup_steps, cfg.steps)
-    with matmul_precision(case.precision):
+    with case_scope(case.precision):
         workload, trainer, batches = setup_case(
             ctx, cfg, case=case, group=group, grad_accum=grad_accum
         )

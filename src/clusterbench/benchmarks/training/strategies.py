@@ -29,6 +29,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from clusterbench.benchmarks.training.decoder import Decoder
 from clusterbench.benchmarks.training.workload import Batch, Workload
+from clusterbench.runtime.precision import matmul_precision
 
 # torch.distributed's tensor, FSDP and optim packages take most of a second to import: they
 # are imported where a strategy needs them, not when the benchmarks are registered.
@@ -42,8 +43,8 @@ __all__ = [
     "StepTrainer",
     "Trainer",
     "build_trainer",
+    "case_scope",
     "check_applicable",
-    "matmul_precision",
     "replicas_agree",
 ]
 
@@ -140,20 +141,19 @@ class Trainer:
         return torch.autocast(self.device_type, dtype=self.autocast_dtype)
 
 
+_DYNAMO_SETTINGS = ("optimize_ddp", "automatic_dynamic_shapes", "recompile_limit")
+"""Dynamo settings :func:`build_trainer` changes for compiled cases."""
+
+
 @contextlib.contextmanager
-def matmul_precision(precision: str) -> Iterator[None]:
-    """fp32 strictly (TF32 off in matmuls and cuDNN), TF32 for 'tf32'; restored afterwards.
-    bf16 / fp16 runs keep TF32 off for the float32 parts autocast leaves."""
-    before = torch.get_float32_matmul_precision()
-    cudnn_before = torch.backends.cudnn.allow_tf32
-    allow = precision == "tf32"
-    torch.set_float32_matmul_precision("high" if allow else "highest")
-    torch.backends.cudnn.allow_tf32 = allow
-    try:
+def case_scope(precision: str) -> Iterator[None]:
+    """Where a case is built and run: its matmul precision, and the Dynamo settings the
+    strategies change, both restored afterwards (the next benchmark of the process sees
+    PyTorch's defaults)."""
+    dynamo = torch._dynamo.config
+    saved = {name: getattr(dynamo, name) for name in _DYNAMO_SETTINGS}
+    with matmul_precision(precision), dynamo.patch(saved):
         yield
-    finally:
-        torch.set_float32_matmul_precision(before)
-        torch.backends.cudnn.allow_tf32 = cudnn_before
 
 
 def build_trainer(

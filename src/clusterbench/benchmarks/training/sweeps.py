@@ -19,7 +19,7 @@ from clusterbench.benchmarks.training.cases import (
     sweep_steps,
     time_steps,
 )
-from clusterbench.benchmarks.training.strategies import Case, matmul_precision
+from clusterbench.benchmarks.training.strategies import Case, case_scope
 from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import Measurement, ParamValue, Stats
 
@@ -75,7 +75,7 @@ def grad_accum_sweep(
     )
     warmup, steps = sweep_steps(cfg)
     for k in cfg.grad_accum_sweep:
-        with matmul_precision(case.precision):
+        with case_scope(case.precision):
             workload, trainer, batches = setup_case(ctx, cfg, case=case, group=group, grad_accum=k)
             kw = {"trainer": trainer, "batches": batches, "warmup": warmup, "steps": steps}
             synced = time_steps(ctx, **kw)  # type: ignore[arg-type]
