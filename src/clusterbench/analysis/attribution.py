@@ -25,6 +25,7 @@ gaps are on a GPU).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -44,6 +45,7 @@ __all__ = [
     "profiler_steps",
     "start_lateness",
     "step_breakdowns",
+    "step_collectives",
 ]
 
 Event = Mapping[str, Any]
@@ -316,12 +318,13 @@ def step_breakdowns(
     for span in profiler_steps(events):
         start, end = _span(span)
         n = _step_number(span)
-        colls = _step_collectives(acts, start=start, end=end)
+        in_step = [a for a in acts if a.end_us > start and a.start_us < end]
+        colls = _step_collectives(in_step, start=start, end=end)
         waits = list((waits_ms or {}).get(n, ()))
         trimmed = {id(c): c.start_us + 1e3 * w for c, w in zip(colls, waits, strict=False)}
         kept = [
-            Activity(trimmed.get(id(a), a.start_us), a.end_us, a.kind, a.collective, a.name)
-            for a in acts
+            dataclasses.replace(a, start_us=trimmed[id(a)]) if id(a) in trimmed else a
+            for a in in_step
         ]
         compute, memory, comm, overlapped = _timeline_us(kept, start=start, end=end)
         step_us = end - start
@@ -331,13 +334,31 @@ def step_breakdowns(
                 step=n, step_ms=step_us / 1e3, compute_ms=compute / 1e3, memory_ms=memory / 1e3,
                 communication_ms=comm / 1e3, overlapped_ms=overlapped / 1e3,
                 coordination_ms=coordination / 1e3,
-                collectives=tuple(
-                    Collective(c.name, (c.start_us - start) / 1e3, (c.end_us - c.start_us) / 1e3)
-                    for c in colls
-                ),
+                collectives=_collectives_ms(colls, start=start),
             )
         )  # fmt: skip
     return out
+
+
+def step_collectives(
+    events: Sequence[Event], *, acts: Sequence[Activity]
+) -> dict[int, tuple[Collective, ...]]:
+    """Per profiled step N, its collectives (what the ranks exchange to match them up, before
+    :func:`step_breakdowns` can take the waits out)."""
+    out = {}
+    for span in profiler_steps(events):
+        start, end = _span(span)
+        out[_step_number(span)] = _collectives_ms(
+            _step_collectives(acts, start=start, end=end), start=start
+        )
+    return out
+
+
+def _collectives_ms(colls: Iterable[Activity], *, start: float) -> tuple[Collective, ...]:
+    """Collectives in ms from the step's ``start``."""
+    return tuple(
+        Collective(c.name, (c.start_us - start) / 1e3, (c.end_us - c.start_us) / 1e3) for c in colls
+    )
 
 
 def collective_waits(

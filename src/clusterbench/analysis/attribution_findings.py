@@ -15,9 +15,10 @@ from clusterbench.analysis._common import (
     select,
     shared_cpu_hosts,
 )
+from clusterbench.analysis.attribution import CLASSES
 from clusterbench.analysis.collectives import low_busbw_findings
 from clusterbench.analysis.outliers import robust_outliers
-from clusterbench.schema import Finding, Measurement, Results
+from clusterbench.schema import Finding, Measurement, Results, Severity
 from clusterbench.thresholds import Thresholds
 
 __all__ = [
@@ -27,7 +28,6 @@ __all__ = [
 ]
 
 _BENCH = "attribution"
-_CLASSES = ("compute", "memory", "communication", "coordination")
 _MIN_SPREAD_MS = 1.0
 """A straggler also starts at least this many ms after the earliest rank."""
 _FIXES = {
@@ -60,7 +60,10 @@ def attribution_findings(results: Results, thresholds: Thresholds) -> list[Findi
     slow = busy_time_outliers(
         results, mads=thresholds.outlier_mads, min_rel=thresholds.outlier_min_rel
     )
-    return [*verdict_findings(results, stragglers=stragglers), *stragglers, *slow]
+    verdict = verdict_findings(
+        results, stragglers=stragglers, min_busbw_efficiency=thresholds.busbw_min_efficiency
+    )
+    return [*verdict, *stragglers, *slow]
 
 
 def _by_rank(results: Results) -> dict[int, dict[str, Measurement]]:
@@ -76,18 +79,23 @@ def _mean(ranks: dict[int, dict[str, Measurement]], metric: str) -> float:
     return statistics.fmean(values) if values else 0.0
 
 
-def verdict_findings(results: Results, *, stragglers: list[Finding] | None = None) -> list[Finding]:
-    """The run's dominant class (mean over ranks) with its evidence and fix."""
-    ranks = {r: ms for r, ms in _by_rank(results).items() if all(c in ms for c in _CLASSES)}
+def verdict_findings(
+    results: Results, *, stragglers: list[Finding], min_busbw_efficiency: float
+) -> list[Finding]:
+    """The run's dominant class (mean over ranks) with its evidence and fix; the collectives'
+    busbw is quoted where it is below ``min_busbw_efficiency`` of the link."""
+    ranks = {r: ms for r, ms in _by_rank(results).items() if all(c in ms for c in CLASSES)}
     if not ranks:
         return []
-    shares = {c: _mean(ranks, c) for c in _CLASSES}
+    shares = {c: _mean(ranks, c) for c in CLASSES}
     bound = max(shares, key=lambda c: shares[c])
     overlapped = _mean(ranks, "communication_overlapped")
     units = "GPUs" if results.run.backend == "nccl" else "CPU ranks"
     split = ", ".join(f"{c} {v:.0f}%" for c, v in shares.items())
     label = "exposed communication" if bound == "communication" else bound
-    evidence = _evidence(results, bound, stragglers=stragglers or [])
+    evidence = _evidence(
+        results, bound, stragglers=stragglers, min_busbw_efficiency=min_busbw_efficiency
+    )
     message = (
         f"This run is {bound}-bound: {shares[bound]:.0f}% {label} at {len(ranks)} {units} "
         f"({split}; {overlapped:.0f}% communication overlapped)."
@@ -112,10 +120,12 @@ def verdict_findings(results: Results, *, stragglers: list[Finding] | None = Non
     ]
 
 
-def _evidence(results: Results, bound: str, *, stragglers: list[Finding]) -> list[str]:
+def _evidence(
+    results: Results, bound: str, *, stragglers: list[Finding], min_busbw_efficiency: float
+) -> list[str]:
     """One sentence per piece of Level 1-3 evidence that bears on ``bound``."""
     if bound == "communication":
-        low = low_busbw_findings(results, min_efficiency=0.8)
+        low = low_busbw_findings(results, min_efficiency=min_busbw_efficiency)
         out = [f"Level 2: {f.message}" for f in low[:2]]
         out += [f"NCCL on {i.host} rank {i.rank} uses {sorted(i.transports)}." for i in
                 results.nccl[:1] if i.transports]  # fmt: skip
@@ -159,17 +169,17 @@ def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Findi
     if late[rank] < max(_MIN_SPREAD_MS, step_ms * min_spread_pct / 100) or own >= min(others):
         return []
     m = ranks[rank]["step_time_ms"]
-    shared = _shared_note(results, m.host)
+    severity, note = _judged(results, m.host)
     return [
         Finding(
             id="attribution.straggler",
-            severity="info" if shared else "fail",
+            severity=severity,
             scope=scope_label(m.host, m.device),
             message=(
                 f"Rank {rank} ({m.host} {m.device}) is the straggler: it starts its collectives "
                 f"{late[rank]:.1f} ms after the earliest rank (median; step {step_ms:.1f} ms), "
                 f"and spends {own:.0f}% of the step waiting while the others wait "
-                f"{statistics.fmean(others):.0f}%." + (f" ({shared}.)" if shared else "")
+                f"{statistics.fmean(others):.0f}%.{note}"
             ),
             evidence={
                 "rank": rank,
@@ -188,10 +198,13 @@ def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Findi
     ]
 
 
-def _shared_note(results: Results, host: str) -> str | None:
-    """Why ``host``'s ranks are not judged against each other (CPU ranks sharing its cores)."""
+def _judged(results: Results, host: str) -> tuple[Severity, str]:
+    """A rank finding's severity, and what its message adds: fail, or info where ``host``'s
+    CPU ranks share its cores (they are then not judged against each other)."""
     n = shared_cpu_hosts(results.measurements).get(host)
-    return f"{n} CPU ranks share the cores of {host}: reported, not judged" if n else None
+    if n:
+        return "info", f" ({n} CPU ranks share the cores of {host}: reported, not judged.)"
+    return "fail", ""
 
 
 def busy_time_outliers(results: Results, *, mads: float, min_rel: float) -> list[Finding]:
@@ -210,17 +223,16 @@ def busy_time_outliers(results: Results, *, mads: float, min_rel: float) -> list
     for r in robust_outliers(busy, mads=mads, min_rel=min_rel, better="lower"):
         value, median = busy[r], statistics.median(busy.values())
         m = ranks[r]["step_time_ms"]
-        shared = _shared_note(results, m.host)
+        severity, note = _judged(results, m.host)
         out.append(
             Finding(
                 id="attribution.slow_rank",
-                severity="info" if shared else "fail",
+                severity=severity,
                 scope=scope_label(m.host, m.device),
                 message=(
                     f"Rank {r} ({m.host} {m.device}) is busy {value:.1f} ms per step against "
                     f"the other ranks' median {median:.1f} ms ({value / median - 1:.0%} more): "
-                    "the others wait for it at every synchronisation."
-                    + (f" ({shared}.)" if shared else "")
+                    f"the others wait for it at every synchronisation.{note}"
                 ),
                 evidence={"rank": r, "busy_ms": busy, "median_ms": median},
                 fix=(

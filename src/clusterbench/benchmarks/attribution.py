@@ -117,7 +117,7 @@ def attribution(ctx: DistContext, cfg: AttributionConfig) -> Iterator[Measuremen
         if not cfg.keep_traces:
             profiled.trace.unlink()
     acts = attr.activities(events, peaks=_peaks(ctx, cfg.precision))  # classified once
-    mine = {s.step: s.collectives for s in attr.step_breakdowns(events, acts=acts)}
+    mine = attr.step_collectives(events, acts=acts)
     everyone = ctx.all_gather(_plain(mine))
     per_rank = [_unplain(r) for r in everyone]
     waits = attr.collective_waits(per_rank)[ctx.rank]
