@@ -50,9 +50,9 @@ class Thresholds:
     """GPU busy below this fraction while training with the real data loader -> input-bound
     (seed: utilisation under 90% means the input pipeline or coordination holds it back)."""
     checkpoint_min_save_gbps: float = 0.5
-    """Checkpoint save below this many GB/s (checkpoints of 1 GB and more) -> info.  A local NVMe
-    writes several GB/s; torch.save of the 125m model's 1.81 GiB state reached 0.639 GB/s on the
-    H200 machine's local disk, docs/results/H200-level3.md."""
+    """Checkpoint save below this many GB/s (checkpoints of 1 GB and more) -> info.  torch.save
+    of the 125m model's 1.81 GiB state reached 0.639 GB/s on the H200 machine's local disk,
+    docs/results/H200-level3.md."""
     checkpoint_stall_max_pct: float = 10.0
     """Training slowed by more than this % during an asynchronous checkpoint save -> warn."""
     checkpoint_min_free_ratio: float = 2.0

@@ -131,7 +131,8 @@ def tcp_throughput_findings(results: Results, *, min_efficiency: float) -> list[
         rate = ref_value(m, "link_rate")
         if rate is None or m.value >= min_efficiency * rate:
             continue
-        # the built-in socket test is bound by one Python process's CPU long before 100 Gb/s
+        # the built-in socket test moves data from one Python process per side, which on fast
+        # links may bound it before the link does: its finding says so and points at iperf3
         by_socket = m.params.get("tool") == "socket"
         out.append(
             Finding(

@@ -42,7 +42,8 @@ THROTTLE_REASONS: dict[int, str] = {
     0x80: "HW power brake slowdown",
 }
 _MEMORY_USED_WARN_BYTES = 2 * 2**30
-"""Memory in use on an idle GPU beyond the driver's reservation (< 1 GiB on H100/H200)."""
+"""Memory in use on an idle GPU above this is taken by something else (a process outside this
+host's view, a leaked context): a chosen margin, above what the driver itself reserves."""
 
 
 def _handles(src: Sources) -> Iterator[tuple[int, Any]]:
