@@ -95,7 +95,8 @@ def low_mfu_findings(results: Results, *, mfu_min: float) -> list[Finding]:
                 scope=scope_label(m.host, m.device),
                 message=(
                     f"{_case(m)} at {m.params.get('world_size')} GPUs: MFU {m.value:.1f}% is "
-                    f"below {100 * mfu_min:.0f}% (public large runs on H100s: Megatron-LM 41-48%, torchtitan 8B 33-39%)."
+                    f"below {100 * mfu_min:.0f}% (public large runs on H100s: Megatron-LM "
+                    "41-48%, torchtitan 8B 33-39%)."
                 ),
                 evidence={"mfu_pct": m.value, **m.params},
                 fix=(
