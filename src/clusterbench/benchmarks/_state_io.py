@@ -13,9 +13,10 @@ from clusterbench.hardware.sysfs import mount_of, read_text
 
 __all__ = [
     "check",
-    "durable",
+    "drop_cache",
     "files",
     "filesystem_of",
+    "fsync_files",
     "nbytes",
     "sample",
     "tensors",
@@ -64,14 +65,24 @@ def check(expected: dict[str, torch.Tensor], loaded: Any, *, fmt: str) -> None:
             )
 
 
-def durable(paths: list[Path]) -> None:
-    """fsync, then drop from the page cache, so that a later load reads the storage."""
+def fsync_files(paths: list[Path]) -> None:
+    """Make the files durable: a save is done when its bytes are on the storage."""
     for path in paths:
         fd = os.open(path, os.O_RDONLY)
         try:
             os.fsync(fd)
-            if hasattr(os, "posix_fadvise"):
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def drop_cache(paths: list[Path]) -> None:
+    """Drop the (written, synced) files from the page cache, so that a load reads the storage."""
+    if not hasattr(os, "posix_fadvise"):
+        return
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
 
