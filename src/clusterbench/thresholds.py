@@ -29,8 +29,9 @@ class Thresholds:
     remote_numa_max_loss: float = 0.20
     """Host<->device from another NUMA node more than this fraction slower -> info."""
     busbw_min_efficiency: float = 0.80
-    """Collective busbw at the largest size below this fraction of the link's one-way peak
-    (NVLink per SKU within a node; the node's NICs across nodes) -> warn (seed: links >= 80%)."""
+    """Collective busbw at the largest size below this fraction of the link's peak (within a
+    node what healthy NVLink of the SKU reaches, else its spec; the node's NICs across nodes)
+    -> warn (seed: links >= 80%)."""
     network_min_efficiency: float = 0.80
     """Node-to-node TCP/RDMA below this fraction of the slower link rate -> warn (seed: "less
     than 80% of theoretical, start debugging")."""

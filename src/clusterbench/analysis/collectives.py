@@ -1,15 +1,16 @@
 """Verdicts on the collectives benchmark: wrong results, low busbw, the slow node in node pairs.
 
-busbw is compared with the *unidirectional* peak of the link the group crosses (nccl-tests,
-docs/reference.md): within one node the SKU's NVLink per-direction spec; across nodes each GPU's
-share of its node's NICs, ``sum(NIC Gb/s) / 8 / GPUs per node`` (the rails of a node share its
-NICs).
+busbw is compared with the link the group crosses (nccl-tests, docs/reference.md): within one
+node what healthy NVLink of the SKU reaches for the op (``GpuSpec.busbw_achievable``), else its
+per-direction spec; across nodes each GPU's share of its node's NICs,
+``sum(NIC Gb/s) / 8 / GPUs per node`` (the rails of a node share its NICs).
 Only back-to-back timings at the largest size measured are judged (the busbw plateau).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from clusterbench.analysis._common import select
@@ -117,7 +118,16 @@ def _group_hosts(m: Measurement, results: Results) -> list[HostInfo]:
     return [h for h in results.hosts if h.hostname in names]
 
 
-def _link_peak(m: Measurement, results: Results) -> tuple[float, str] | None:
+@dataclass(frozen=True, slots=True)
+class _LinkPeak:
+    gbps: float
+    what: str
+    """What the peak is, for the message."""
+    nvlink: bool
+    """Within one node (NVLink), else across nodes (the NICs)."""
+
+
+def _link_peak(m: Measurement, results: Results) -> _LinkPeak | None:
     """The one-way link peak the group's busbw is compared with, and what it is."""
     kind = m.params.get("group_kind")
     hosts = _group_hosts(m, results)
@@ -125,10 +135,10 @@ def _link_peak(m: Measurement, results: Results) -> tuple[float, str] | None:
     if one_node:
         return _nvlink_reference(str(m.params.get("op")), hosts)
     peaks = [p for p in map(inter_node_peak_gbps, hosts) if p is not None]
-    return (min(peaks), "NIC rate per GPU") if peaks else None
+    return _LinkPeak(min(peaks), "NIC rate per GPU", nvlink=False) if peaks else None
 
 
-def _nvlink_reference(op: str, hosts: list[HostInfo]) -> tuple[float, str] | None:
+def _nvlink_reference(op: str, hosts: list[HostInfo]) -> _LinkPeak | None:
     """What healthy NVLink of this SKU reaches for ``op`` when known, else the raw spec.
 
     No collective reaches the raw NVLink rate (2x H200: all_reduce 342 of 450 GB/s), so
@@ -136,9 +146,10 @@ def _nvlink_reference(op: str, hosts: list[HostInfo]) -> tuple[float, str] | Non
     specs = [g.spec for h in hosts for g in h.gpus if g.spec]
     achievable = [s.busbw_achievable.get(op) for s in specs]
     if specs and all(achievable):
-        return min(a for a in achievable if a), f"busbw healthy {specs[0].sku} NVLink reaches"
+        best = min(a for a in achievable if a)
+        return _LinkPeak(best, f"busbw healthy {specs[0].sku} NVLink reaches", nvlink=True)
     known = [s.nvlink_gbps_per_dir for s in specs if s.nvlink_gbps_per_dir]
-    return (min(known), "NVLink spec per direction") if known else None
+    return _LinkPeak(min(known), "NVLink spec per direction", nvlink=True) if known else None
 
 
 # Below this size busbw still climbs with size on fast links: too small to judge the link.
@@ -146,7 +157,7 @@ MIN_JUDGED_BYTES = 64 * 2**20
 
 
 def low_busbw_findings(results: Results, *, min_efficiency: float) -> list[Finding]:
-    """busbw at the largest size below ``min_efficiency`` x the link's one-way peak -> warn.
+    """busbw at the largest size below ``min_efficiency`` x the link's peak -> warn.
 
     Skipped on CPU (gloo) runs, and where the peak is unknown (no NVLink spec, no NIC rate)."""
     if results.run.backend != "nccl":
@@ -154,20 +165,20 @@ def low_busbw_findings(results: Results, *, min_efficiency: float) -> list[Findi
     out = []
     for m in _largest(select(results, benchmark=_BENCH, metric="busbw")).values():
         peak = _link_peak(m, results)
-        if peak is None or _size(m) < MIN_JUDGED_BYTES or m.value >= min_efficiency * peak[0]:
+        if peak is None or _size(m) < MIN_JUDGED_BYTES or m.value >= min_efficiency * peak.gbps:
             continue
-        out.append(_low_busbw_finding(m, peak=peak[0], what=peak[1], min_efficiency=min_efficiency))
+        out.append(_low_busbw_finding(m, link=peak, min_efficiency=min_efficiency))
     return out
 
 
-def _low_busbw_finding(m: Measurement, *, peak: float, what: str, min_efficiency: float) -> Finding:
+def _low_busbw_finding(m: Measurement, *, link: _LinkPeak, min_efficiency: float) -> Finding:
     op, group, size = m.params.get("op"), m.params.get("group"), _size(m)
-    intra = "NVLink" in what
+    peak, what = link.gbps, link.what
     fix = (
         "Check NVLink health (`nvidia-smi nvlink --status`, `nvidia-smi topo -m`), that NCCL uses "
         "P2P/NVLink (NCCL_DEBUG=INFO, no NCCL_P2P_DISABLE), and on NVSwitch systems the fabric "
         "manager; compare with nccl-tests' all_reduce_perf."
-        if intra
+        if link.nvlink
         else "Check that NCCL uses the RDMA NICs (NCCL_DEBUG=INFO shows NET/IB, not NET/Socket), "
         "GPUDirect RDMA (nvidia-peermem loaded), NCCL_IB_HCA / NCCL_SOCKET_IFNAME, and the "
         "NICs' link rate (`ibstat`); run `clusterbench run --only network`."
