@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 SCHEMA_VERSION: Final = 1
 
 Severity = Literal["info", "warn", "fail"]
+SEVERITY_ORDER: Final[dict[str, int]] = {"fail": 0, "warn": 1, "info": 2}
+"""Most severe first: how findings are listed."""
 ParamValue = str | int | float | bool | None
 
 

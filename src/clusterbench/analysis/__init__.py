@@ -16,12 +16,10 @@ from clusterbench.analysis.network import network_findings
 from clusterbench.analysis.outliers import peer_outliers, robust_zscores
 from clusterbench.analysis.training import training_findings
 from clusterbench.analysis.verdicts import level1_findings
-from clusterbench.schema import Finding, Results
+from clusterbench.schema import SEVERITY_ORDER, Finding, Results
 from clusterbench.thresholds import Thresholds
 
 __all__ = ["SEVERITY_ORDER", "analyze", "level1_findings", "peer_outliers", "robust_zscores"]
-
-SEVERITY_ORDER = {"fail": 0, "warn": 1, "info": 2}
 
 
 def analyze(results: Results, thresholds: Thresholds) -> list[Finding]:

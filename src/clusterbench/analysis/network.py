@@ -13,6 +13,7 @@ from typing import Any
 from clusterbench.analysis._common import best_by, ref_value, scope_label, select
 from clusterbench.analysis.bandwidth_ratio import bandwidth_ratio_findings
 from clusterbench.analysis.node_pairs import slow_node_pairs, slow_pair_finding
+from clusterbench.hardware.sysfs import RDMA_KINDS
 from clusterbench.schema import Finding, Measurement, Results
 from clusterbench.thresholds import Thresholds
 
@@ -28,7 +29,6 @@ __all__ = [
 
 LARGE_MODEL_PARAMS_B = 7.0
 """Models above this many billion parameters need a fast inter-node network (seed)."""
-_RDMA_KINDS = ("infiniband", "roce", "efa")
 
 _NIC_FIX = (
     "Check the cable and the switch port; RDMA: `ibv_devinfo -d DEVICE` (state PORT_ACTIVE, "
@@ -92,7 +92,7 @@ def _is_up(m: Measurement) -> bool:
 
 
 def _is_rdma(m: Measurement) -> bool:
-    return m.params.get("kind") in _RDMA_KINDS
+    return m.params.get("kind") in RDMA_KINDS
 
 
 def nic_state_findings(results: Results) -> list[Finding]:

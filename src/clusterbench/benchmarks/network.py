@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 from clusterbench.benchmarks import _nettools as tools
 from clusterbench.benchmarks._settings import check_suite
 from clusterbench.benchmarks.registry import register
-from clusterbench.hardware.sysfs import probe_nics
+from clusterbench.hardware.sysfs import RDMA_KINDS, probe_nics
 from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import Measurement, NicInfo, ParamValue, Reference, Stats
 
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 __all__ = ["NetworkConfig", "network", "round_robin"]
 
 log = logging.getLogger(__name__)
-_RDMA_KINDS = ("infiniband", "roce", "efa")
 
 
 @dataclass(kw_only=True, slots=True)
@@ -149,7 +148,7 @@ def _describe_node(ctx: DistContext, cfg: NetworkConfig, *, nics: list[NicInfo])
     address = tools.local_address(cfg.bind_address, peer=os.environ.get("MASTER_ADDR"))
     iface = tools.interface_of(address)
     rate = next((n.rate_gbps for n in nics if n.name == iface and n.rate_gbps), None)
-    active = [n for n in nics if n.kind in _RDMA_KINDS and (n.state or "").upper() == "ACTIVE"]
+    active = [n for n in nics if n.kind in RDMA_KINDS and (n.state or "").upper() == "ACTIVE"]
     rdma = active[0].name if active and cfg.rdma and tools.which("ib_write_bw") else None
     if not active:
         log.info("network: no ACTIVE RDMA port on %s; ib_write_bw skipped", ctx.host)

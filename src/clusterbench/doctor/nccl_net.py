@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from clusterbench.doctor._sources import Check, Sources
-from clusterbench.hardware.sysfs import read_int, read_text
+from clusterbench.hardware.sysfs import RDMA_KINDS, read_int, read_text
 from clusterbench.schema import Finding
 
 __all__ = [
@@ -227,7 +227,7 @@ def check_efa_plugin(src: Sources) -> list[Finding]:
 
 def check_rdma_ports(src: Sources) -> list[Finding]:
     """RDMA ports not ACTIVE, or slower than the fastest port of the same kind."""
-    rdma = [n for n in src.host.nics if n.kind in (*_IB_KINDS, "efa")]
+    rdma = [n for n in src.host.nics if n.kind in RDMA_KINDS]
     top = {k: max((n.rate_gbps or 0 for n in rdma if n.kind == k), default=0) for k in _IB_KINDS}
     findings = []
     for nic in rdma:

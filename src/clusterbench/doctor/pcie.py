@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from clusterbench.doctor._sources import Check, Sources
-from clusterbench.hardware.sysfs import PCI_ADDRESS, pci_device_dir
+from clusterbench.hardware.sysfs import PCI_ADDRESS, RDMA_KINDS, pci_device_dir
 from clusterbench.hardware.topology import normalize_pci_bus_id
 from clusterbench.schema import Finding, GpuInfo, NicInfo
 
@@ -19,7 +19,6 @@ __all__ = [
     "upstream_bridges",
 ]
 
-RDMA_KINDS = ("infiniband", "roce", "efa")
 _LSPCI_HEADER = re.compile(r"^((?:[0-9a-fA-F]{4,}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(.*)$")
 
 

@@ -15,6 +15,7 @@ from clusterbench.schema import CpuInfo, NicInfo
 
 __all__ = [
     "PCI_ADDRESS",
+    "RDMA_KINDS",
     "mount_of",
     "numa_node_cpus",
     "numa_of",
@@ -28,6 +29,8 @@ __all__ = [
 ]
 
 NicKind = Literal["infiniband", "roce", "efa", "ethernet", "other"]
+RDMA_KINDS: tuple[NicKind, ...] = ("infiniband", "roce", "efa")
+"""NIC kinds that do RDMA (GPUDirect, NCCL's net plugins)."""
 # linux/if_arp.h: ARPHRD_ETHER = 1, ARPHRD_INFINIBAND = 32 (IPoIB)
 _ARPHRD_ETHER = 1
 _ARPHRD_INFINIBAND = 32

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from clusterbench.analysis.outliers import better_direction
-from clusterbench.schema import Finding, Measurement, ParamValue, Results
+from clusterbench.schema import SEVERITY_ORDER, Finding, Measurement, ParamValue, Results
 from clusterbench.units import format_bytes
 
 __all__ = [
@@ -32,7 +32,6 @@ __all__ = [
     "summary_sections",
 ]
 
-_SEVERITY_ORDER = {"fail": 0, "warn": 1, "info": 2}
 _MISSING = "-"
 _COUNT_UNITS = frozenset({"gen", "lanes"})
 ROW_HEADER = ("what", "unit", "devices", "median", "min", "max", "reference", "% of ref")
@@ -167,7 +166,7 @@ def matrix_cell(matrix: Matrix, src: str, dst: str) -> str:
 
 
 def sorted_findings(findings: Iterable[Finding]) -> list[Finding]:
-    return sorted(findings, key=lambda f: _SEVERITY_ORDER.get(f.severity, 3))
+    return sorted(findings, key=lambda f: SEVERITY_ORDER[f.severity])
 
 
 def summary_sections(results: Results) -> list[Section]:

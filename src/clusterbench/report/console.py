@@ -3,6 +3,8 @@ then the findings with their fixes, the errors and what did not finish."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -20,7 +22,7 @@ from clusterbench.report._summary import (
     sorted_findings,
     summary_sections,
 )
-from clusterbench.schema import Results
+from clusterbench.schema import Finding, Results
 
 __all__ = ["render_summary"]
 
@@ -101,16 +103,19 @@ def _print_grid(grid: Grid, console: Console) -> None:
     console.print(table)
 
 
+def severity_counts(findings: Iterable[Finding]) -> str:
+    """'2 fail, 1 info': how many findings of each severity, most severe first ('' if none)."""
+    findings = list(findings)
+    counts = {s: sum(f.severity == s for f in findings) for s in SEVERITY_STYLE}
+    return ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+
+
 def _print_findings(results: Results, console: Console) -> None:
     findings = sorted_findings(results.findings)
     if not findings:
         console.print(Text("No findings.", style="green"))
         return
-    counts = {s: sum(f.severity == s for f in findings) for s in SEVERITY_STYLE}
-    console.print(
-        Text("Findings: ", style="bold")
-        + Text(", ".join(f"{n} {s}" for s, n in counts.items() if n))
-    )
+    console.print(Text("Findings: ", style="bold") + Text(severity_counts(findings)))
     for f in findings:
         line = Text(f"{f.severity.upper():<5}", style=SEVERITY_STYLE.get(f.severity, ""))
         line.append(f" {f.scope}  ", style="dim")
