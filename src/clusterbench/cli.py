@@ -162,11 +162,12 @@ def doctor(
     import os
 
     from clusterbench.doctor import run_checks
-    from clusterbench.hardware.probe import probe_host
+    from clusterbench.hardware.probe import nvml_session, probe_host
     from clusterbench.report.doctor import render_findings
 
-    host = probe_host()
-    findings = run_checks(host=host, env=os.environ, checkpoint_dir=checkpoint_dir)
+    with nvml_session() as nvml:  # one NVML session for the probe and the checks
+        host = probe_host(nvml=nvml)
+        findings = run_checks(host=host, env=os.environ, checkpoint_dir=checkpoint_dir, nvml=nvml)
     if as_json:
         typer.echo(json.dumps([f.model_dump(mode="json") for f in findings], indent=2))
     else:

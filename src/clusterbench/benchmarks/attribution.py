@@ -92,8 +92,9 @@ def _peaks(ctx: DistContext, precision: str) -> attr.Peaks | None:
     return attr.Peaks(flops_per_s=tflops * 1e12, bytes_per_s=spec.hbm_gbps * 1e9)
 
 
-def _trace_path(ctx: DistContext, scratch: Path) -> Path:
-    folder = (ctx.run_dir or scratch) / "traces"
+def _trace_path(ctx: DistContext, scratch: Path, *, keep: bool) -> Path:
+    """Where the rank's trace goes: the run folder's traces/ if it is kept, else scratch."""
+    folder = (ctx.run_dir if keep and ctx.run_dir else scratch) / "traces"
     return folder / f"rank-{ctx.rank:05d}.pt.trace.json.gz"
 
 
@@ -111,11 +112,11 @@ def attribution(ctx: DistContext, cfg: AttributionConfig) -> Iterator[Measuremen
     ctx.progress.start(cfg.warmup_steps + 2 * cfg.active + cfg.wait + cfg.warmup)
     with tempfile.TemporaryDirectory() as scratch, case_scope(cfg.precision):
         step = run.build_step(ctx, cfg)
-        profiled = run.profile_steps(ctx, cfg, step=step, trace=_trace_path(ctx, Path(scratch)))
+        profiled = run.profile_steps(
+            ctx, cfg, step=step, trace=_trace_path(ctx, Path(scratch), keep=cfg.keep_traces)
+        )
         ctx.barrier()
         events = run.load_trace_events(profiled.trace)
-        if not cfg.keep_traces:
-            profiled.trace.unlink()
     acts = attr.activities(events, peaks=_peaks(ctx, cfg.precision))  # classified once
     mine = attr.step_collectives(events, acts=acts)
     everyone = ctx.all_gather(_plain(mine))

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.distributed as dist
 
+from clusterbench.benchmarks._settings import check_suite
 from clusterbench.benchmarks.registry import register
 from clusterbench.hardware.probe import numa_node_cpus, read_pcie_link
 from clusterbench.hardware.specs import pcie_link_gbps
@@ -83,8 +84,7 @@ class TransferConfig:
     @classmethod
     def preset(cls, *, suite: str, device_type: str) -> Self:
         """Settings of ``suite`` (quick, standard, full) on ``device_type`` (cuda, cpu)."""
-        if suite not in ("quick", "standard", "full") or device_type not in ("cuda", "cpu"):
-            raise ValueError(f"unknown suite {suite!r} or device type {device_type!r}")
+        check_suite(suite, device_type)
         if suite == "quick":  # the benchmark has no CPU form; the same settings serve both
             return cls()
         p2p_size = {"standard": 2, "full": 4}[suite] * _GIB
