@@ -10,7 +10,6 @@ training step that the ``dataloader`` and ``checkpoint`` benchmarks share.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +19,14 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import Dataset
 
+from clusterbench.benchmarks.training.strategies import AMP_DTYPES, Trainer
 from clusterbench.benchmarks.training.workload import Batch, Workload
 
 __all__ = [
     "IMAGE_FORMATS",
-    "PRECISIONS",
     "SMALL_CNN",
     "ImageFiles",
     "TokenShard",
-    "TrainStep",
     "make_train_step",
     "small_cnn_workload",
     "write_images",
@@ -42,8 +40,6 @@ _JPEG_QUALITY = 90
 _MEAN = (0.485, 0.456, 0.406)
 _STD = (0.229, 0.224, 0.225)
 _UINT16_IDS = 2**16
-PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16}
-"""Training step precision -> autocast dtype (None: plain fp32)."""
 
 
 class ImageFiles(Dataset[Batch]):
@@ -181,27 +177,15 @@ def small_cnn_workload(
     )
 
 
-@dataclass(kw_only=True, slots=True)
-class TrainStep:
-    """One AdamW training step of a workload on a batch: forward, loss, backward, update."""
-
-    workload: Workload
-    optimizer: torch.optim.Optimizer
-    autocast_dtype: torch.dtype | None
-
-    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        model = self.workload.model
-        dtype = self.autocast_dtype
-        with torch.autocast(x.device.type, dtype=dtype, enabled=dtype is not None):
-            loss = self.workload.loss_fn(model(x), y)
-        loss.backward()
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-
-
-def make_train_step(workload: Workload, *, precision: str = "fp32") -> TrainStep:
-    """The training step of ``workload`` with a fresh AdamW optimizer (mixed precision by
-    autocast when ``precision`` is 'bf16')."""
+def make_train_step(workload: Workload, *, precision: str = "fp32") -> Trainer:
+    """The training step of ``workload`` on one rank, with a fresh AdamW optimizer (mixed
+    precision by autocast when ``precision`` is 'bf16')."""
     workload.model.train()
-    optimizer = torch.optim.AdamW(workload.model.parameters(), lr=1e-5)
-    return TrainStep(workload=workload, optimizer=optimizer, autocast_dtype=PRECISIONS[precision])
+    device = next(workload.model.parameters()).device
+    return Trainer(
+        model=workload.model,
+        optimizer=torch.optim.AdamW(workload.model.parameters(), lr=1e-5),
+        loss_fn=workload.loss_fn,
+        device_type=device.type,
+        autocast_dtype=AMP_DTYPES.get(precision),
+    )

@@ -36,6 +36,7 @@ from clusterbench.benchmarks import _state_io as io
 from clusterbench.benchmarks._settings import check_suite
 from clusterbench.benchmarks.dataloader import load_workload
 from clusterbench.benchmarks.registry import register
+from clusterbench.benchmarks.training.strategies import Trainer
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.timing import rate_stats, synchronize
 from clusterbench.schema import Measurement, ParamValue, Stats
@@ -95,7 +96,7 @@ class _Run:
 
     ctx: DistContext
     cfg: CheckpointConfig
-    step: data.TrainStep
+    step: Trainer
     batch: data.Batch
     state: dict[str, Any]
     size_bytes: int
@@ -115,7 +116,7 @@ def checkpoint(ctx: DistContext, cfg: CheckpointConfig) -> Iterator[Measurement]
     workload = load_workload(cfg.model, device=ctx.device)
     step = data.make_train_step(workload, precision="bf16" if ctx.is_cuda else "fp32")
     batch = workload.make_batch(cfg.batch_size)
-    step(*batch)  # the optimizer state exists after one step
+    step.step([batch])  # the optimizer state exists after one step
     state = _state_dict(step)
     with _shared_dir(ctx, cfg) as root, _gloo_group(ctx) as group:
         run = _Run(
@@ -137,10 +138,10 @@ def checkpoint(ctx: DistContext, cfg: CheckpointConfig) -> Iterator[Measurement]
             ctx.progress.advance()
 
 
-def _state_dict(step: data.TrainStep) -> dict[str, Any]:
+def _state_dict(step: Trainer) -> dict[str, Any]:
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
-    model_sd, optim_sd = get_state_dict(step.workload.model, step.optimizer)
+    model_sd, optim_sd = get_state_dict(step.model, step.optimizer)
     return {"model": model_sd, "optim": optim_sd}
 
 
@@ -354,7 +355,7 @@ def _step_times(run: _Run) -> list[float]:
     for _ in range(run.cfg.stall_steps):
         synchronize(run.ctx.device)
         t0 = time.perf_counter()
-        run.step(*run.batch)
+        run.step.step([run.batch])
         synchronize(run.ctx.device)
         out.append(time.perf_counter() - t0)
     return out

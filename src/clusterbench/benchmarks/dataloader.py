@@ -30,6 +30,7 @@ from torch.utils.data import DataLoader, Dataset, RandomSampler
 from clusterbench.benchmarks import _input_data as data
 from clusterbench.benchmarks._settings import check_suite
 from clusterbench.benchmarks.registry import register
+from clusterbench.benchmarks.training.strategies import Trainer
 from clusterbench.runtime.dist import DistContext, cores_per_rank
 from clusterbench.runtime.timing import rate_stats, synchronize, time_op
 from clusterbench.schema import Measurement, ParamValue, Stats
@@ -65,6 +66,10 @@ _PRESETS: dict[str, dict[str, Any]] = {
                  measure_batches=48, train_steps=40),
 }  # "standard" on CUDA: the field defaults
 # fmt: on
+
+
+_PRECISIONS = ("fp32", "bf16")
+"""The training step's precisions here (no GradScaler for fp16)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -114,8 +119,8 @@ class DataloaderConfig:
             raise ValueError("datasets, num_workers and pin_memory must not be empty")
         if self.image_format not in data.IMAGE_FORMATS:
             raise ValueError(f"image_format must be one of {', '.join(data.IMAGE_FORMATS)}")
-        if self.precision not in data.PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(data.PRECISIONS)}")
+        if self.precision not in _PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(_PRECISIONS)}")
         if min(self.num_workers) < 0 or min(self.prefetch_factor, default=1) < 1:
             raise ValueError("num_workers must be >= 0 and prefetch_factor >= 1")
         if self.warmup_batches < 1:
@@ -273,13 +278,13 @@ def _step_rate(
     ctx: DistContext,
     cfg: DataloaderConfig,
     *,
-    step: data.TrainStep,
+    step: Trainer,
     dataset: Dataset[Batch],
     batch_size: int,
 ) -> Stats:
     """Samples/s of the training step alone, on a batch of the dataset already on the device."""
     x, y = _first_batch(dataset, batch_size=batch_size, device=ctx.device)
-    samples = time_op(lambda: step(x, y), device=ctx.device, warmup=_STEP_WARMUP,
+    samples = time_op(lambda: step.step([(x, y)]), device=ctx.device, warmup=_STEP_WARMUP,
                       repeats=cfg.measure_batches)  # fmt: skip
     # samples/s = batch_size / t_step
     return rate_stats(samples, work=batch_size, scale=1.0)
@@ -347,7 +352,7 @@ def loader_rate(
 def gpu_busy(
     dataset: Dataset[Batch],
     *,
-    step: data.TrainStep,
+    step: Trainer,
     t_step_s: float,
     setting: LoaderSetting,
     batch_size: int,
@@ -365,7 +370,7 @@ def gpu_busy(
     marks: list[float] = []
     for i, batch in enumerate(loader):
         x, y = _to_device(batch, device=device, non_blocking=setting.pin_memory)
-        step(x, y)
+        step.step([(x, y)])
         if i + 1 >= warmup_steps:
             synchronize(device)
             marks.append(time.perf_counter())

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
 __all__ = [
+    "AMP_DTYPES",
     "PRECISIONS",
     "STRATEGIES",
     "Case",
@@ -50,7 +51,7 @@ __all__ = [
 
 STRATEGIES = ("ddp", "fsdp2", "zero2", "zero1", "tp", "pp")
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
-_AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 LR = 1e-4  # small enough that the synthetic loss stays finite for every preset
 
 
@@ -257,7 +258,7 @@ def make_optimizer(params: list[nn.Parameter], *, device: torch.device) -> torch
 def _amp(
     case: Case, device: torch.device
 ) -> tuple[torch.dtype | None, torch.amp.GradScaler | None]:
-    dtype = _AMP_DTYPES.get(case.precision)
+    dtype = AMP_DTYPES.get(case.precision)
     scaler = torch.amp.GradScaler(device.type) if case.precision == "fp16" else None
     return dtype, scaler
 
@@ -323,7 +324,7 @@ def _fsdp_trainer(
     from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
     mesh = DeviceMesh.from_group(group, device.type)
-    amp = _AMP_DTYPES.get(case.precision)
+    amp = AMP_DTYPES.get(case.precision)
     # parameters in the compute dtype, gradients reduced in fp32 (torchtitan's default)
     policy = MixedPrecisionPolicy(param_dtype=amp, reduce_dtype=torch.float32 if amp else None)
     reshard = case.strategy == "fsdp2"  # False: zero2
