@@ -27,7 +27,16 @@ from clusterbench.schema import Measurement, ParamValue, Reference
 if TYPE_CHECKING:
     from typing import Self
 
-__all__ = ["DTYPES", "TOLERANCE", "TORCH_DTYPES", "GemmConfig", "gemm", "parse_shape"]
+__all__ = [
+    "DTYPES",
+    "TOLERANCE",
+    "TORCH_DTYPES",
+    "GemmConfig",
+    "gemm",
+    "make_product",
+    "parse_shape",
+    "spec_reference",
+]
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +198,9 @@ def _sweep_dtype(
     worst_error = 0.0
     timed: list[Measurement] = []
     for m, n, k in cfg.shapes_for(dtype):
-        op, rel = _make_op(ctx.device, dtype=dtype, shape=(m, n, k), fast_accum=cfg.fp8_fast_accum)
+        op, rel = make_product(
+            ctx.device, dtype=dtype, shape=(m, n, k), fast_accum=cfg.fp8_fast_accum
+        )
         # NaN must fail too: max() would drop it, so it is kept as inf.
         worst_error = max(worst_error, rel if math.isfinite(rel) else math.inf)
         if rel <= tolerance:  # time only what computes the right product
@@ -228,7 +239,7 @@ def _time_shape(
     # TFLOP/s = 2*M*N*K / t / 1e12 (a multiply and an add per term of each dot product)
     stats = rate_stats(samples, work=2.0 * m * n * k, scale=1e12)
     p: dict[str, ParamValue] = {"dtype": dtype, "m": m, "n": n, "k": k}
-    ref = _spec_reference(ctx, dtype)
+    ref = spec_reference(ctx, dtype)
     return ctx.measurement(
         metric="tflops", value=stats.median, unit="TFLOP/s", params=p, stats=stats, reference=ref
     )
@@ -247,11 +258,12 @@ def _summaries(ctx: DistContext, *, dtype: str, timed: list[Measurement]) -> Ite
         value=geomean,
         unit="TFLOP/s",
         params={"dtype": dtype, "num_shapes": len(timed)},
-        reference=_spec_reference(ctx, dtype),
+        reference=spec_reference(ctx, dtype),
     )
 
 
-def _spec_reference(ctx: DistContext, dtype: str) -> Reference | None:
+def spec_reference(ctx: DistContext, dtype: str) -> Reference | None:
+    """The dense peak of ``dtype`` on this rank's GPU, from its spec (None: unknown)."""
     spec = ctx.gpu.spec if ctx.gpu is not None else None
     if spec is None or dtype not in spec.dense_tflops:
         return None
@@ -271,7 +283,7 @@ def _fp8_skip_reason(device: torch.device, dtype: str) -> str | None:
     return None
 
 
-def _make_op(
+def make_product(
     device: torch.device, *, dtype: str, shape: tuple[int, int, int], fast_accum: bool
 ) -> tuple[Callable[[], object], float]:
     """The product to time, and its relative error on the first rows against float64."""

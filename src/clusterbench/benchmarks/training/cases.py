@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.distributed as dist
 
-from clusterbench.benchmarks.gemm import TORCH_DTYPES
+from clusterbench.benchmarks.gemm import TOLERANCE, make_product, spec_reference
 from clusterbench.benchmarks.training import metrics
 from clusterbench.benchmarks.training.models import build_workload
 from clusterbench.benchmarks.training.strategies import (
@@ -231,15 +231,14 @@ def _utilisation(
     flops = workload.flops_per_sample
     achieved = flops * samples_per_s_per_gpu / 1e12
     p = {**params, "flops_formula": workload.flops_formula}
-    spec = ctx.gpu.spec if ctx.gpu is not None else None
-    peak = spec.dense_tflops.get(case.precision) if spec is not None else None
-    ref = Reference(value=peak, kind="spec_peak", source=spec.source) if spec and peak else None
+    ref = spec_reference(ctx, case.precision)
     yield ctx.measurement(
         metric="model_tflops", value=achieved, unit="TFLOP/s", params=p, reference=ref
     )
-    if spec is None or not peak:
+    if ref is None:
         return  # CPU, or an unknown GPU: no peak to compare with
-    pct = Reference(value=100.0, kind="spec_peak", source=f"{spec.source}; {peak} TFLOP/s dense")
+    peak = ref.value
+    pct = Reference(value=100.0, kind="spec_peak", source=f"{ref.source}; {peak} TFLOP/s dense")
     value = metrics.mfu(
         flops_per_sample=flops, samples_per_s_per_gpu=samples_per_s_per_gpu, peak_tflops=peak
     )
@@ -273,12 +272,14 @@ def _measured_gemm_tflops(ctx: DistContext, precision: str) -> float | None:
         return None
     if precision not in _gemm_tflops:
         n = _GEMM_SIZE
-        a, b = (torch.randn(n, n, device=ctx.device, dtype=TORCH_DTYPES[precision]) for _ in "ab")
         with matmul_precision(precision):
-            samples = time_op(lambda: torch.mm(a, b), device=ctx.device, warmup=10, repeats=20)
+            op, rel = make_product(ctx.device, dtype=precision, shape=(n, n, n), fast_accum=False)
+            if not rel <= TOLERANCE[precision]:  # a wrong product is no reference (NaN too)
+                return None
+            samples = time_op(op, device=ctx.device, warmup=10, repeats=20)
         # TFLOP/s = 2 n^3 / t / 1e12
         _gemm_tflops[precision] = rate_stats(samples, work=2.0 * n**3, scale=1e12).median
-        del a, b
+        del op
     return _gemm_tflops[precision]
 
 
