@@ -23,7 +23,7 @@ from clusterbench.benchmarks.training import cases
 from clusterbench.benchmarks.training.strategies import LR, Trainer
 from clusterbench.benchmarks.training.workload import Batch, Workload
 from clusterbench.runtime.dist import DistContext
-from clusterbench.runtime.timing import synchronize
+from clusterbench.runtime.timing import synchronize, wall_clock
 
 if TYPE_CHECKING:
     from clusterbench.benchmarks.attribution import AttributionConfig
@@ -156,12 +156,6 @@ def _spin_cycles_per_ms(device: torch.device) -> float:
     return cycles / max(start.elapsed_time(end), 1e-3)
 
 
-def _timed(step: Callable[[], None]) -> float:
-    t0 = time.perf_counter()
-    step()  # ends with a device synchronize
-    return time.perf_counter() - t0
-
-
 def profile_steps(
     ctx: DistContext, cfg: AttributionConfig, *, step: Callable[[], None], trace: Path
 ) -> Profiled:
@@ -170,7 +164,7 @@ def profile_steps(
     for _ in range(cfg.warmup_steps):
         step()
         ctx.progress.advance()
-    plain = [_timed(step) for _ in range(cfg.active)]
+    plain = [wall_clock(step)[1] for _ in range(cfg.active)]  # the step synchronizes
     ctx.progress.advance(cfg.active)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.is_cuda else [])
     trace.parent.mkdir(parents=True, exist_ok=True)
@@ -183,7 +177,7 @@ def profile_steps(
         on_trace_ready=lambda p: p.export_chrome_trace(str(trace)),  # .gz: gzip-compressed
     ) as prof:
         for i in range(cfg.wait + cfg.warmup + cfg.active):
-            seconds = _timed(step)
+            seconds = wall_clock(step)[1]
             if i >= cfg.wait + cfg.warmup:
                 profiled.append(seconds)
             prof.step()

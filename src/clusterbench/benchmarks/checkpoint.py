@@ -38,7 +38,7 @@ from clusterbench.benchmarks.dataloader import load_workload
 from clusterbench.benchmarks.registry import register
 from clusterbench.benchmarks.training.strategies import Trainer
 from clusterbench.runtime.dist import DistContext
-from clusterbench.runtime.timing import rate_stats, synchronize
+from clusterbench.runtime.timing import rate_stats, synchronize, wall_clock
 from clusterbench.schema import Measurement, ParamValue, Stats
 
 if TYPE_CHECKING:
@@ -177,12 +177,6 @@ def _gloo_group(ctx: DistContext) -> Iterator[Any]:
         dist.destroy_process_group(group)
 
 
-def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    t0 = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t0
-
-
 def _io_measurements(
     run: _Run, *, fmt: str, size_bytes: int, saves: list[float], loads: list[float]
 ) -> Iterator[Measurement]:
@@ -221,9 +215,9 @@ def _rank0_round_trips(
     expected = io.sample(tree, run.cfg.num_checked)  # the state does not change between rounds
     saves, loads = [], []
     for _ in range(run.cfg.repeats):
-        saves.append(_timed(lambda: save(tree, path))[1])
+        saves.append(wall_clock(lambda: save(tree, path))[1])
         io.drop_cache([path])  # outside the clock, as for DCP
-        loaded, t = _timed(lambda: load(path))
+        loaded, t = wall_clock(lambda: load(path))
         loads.append(t)
         io.check(expected, loaded, fmt=fmt)
         del loaded
@@ -336,7 +330,8 @@ def _async_round(run: _Run, *, path: Path) -> tuple[float, float]:
     _replicate(run)
     expected = io.sample(run.state["model"], run.cfg.num_checked)
     run.ctx.barrier()
-    response, block_s = _timed(
+    response: Any  # a Future, or an AsyncSaveResponse holding one (upload_completion)
+    response, block_s = wall_clock(
         lambda: dcp.async_save(run.state, checkpoint_id=path, process_group=run.group)
     )
     busy = _step_times(run)

@@ -8,17 +8,27 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 import torch
 
 from clusterbench.schema import Stats
 
-__all__ = ["L2Flusher", "Stats", "synchronize", "time_op"]
+__all__ = ["L2Flusher", "Stats", "synchronize", "time_op", "wall_clock"]
+T = TypeVar("T")
 
 
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def wall_clock(fn: Callable[[], T]) -> tuple[T, float]:
+    """``fn()`` and the host seconds it took: for work that ends on the host (file I/O) or
+    synchronizes the device itself."""
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
 
 
 class L2Flusher:
