@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import math
 import os
 import statistics
 import sys
@@ -30,8 +31,11 @@ import torch.nn.functional as F
 
 from clusterbench.benchmarks.training import decoder as dec
 from clusterbench.benchmarks.training import models
+from clusterbench.benchmarks.training.strategies import Case, prepare_blocks
+from clusterbench.hardware.specs import match_spec
 
-PEAK = 989e12  # H100/H200 SXM dense bf16
+_SPEC = match_spec(torch.cuda.get_device_name()) if torch.cuda.is_available() else None
+PEAK = _SPEC.dense_tflops["bf16"] * 1e12 if _SPEC else math.nan  # dense bf16 of this GPU
 PRESET = os.environ.get("PRESET", "1.3b")
 OUT = os.environ.get("OUT", "/tmp")
 if "FFN" in os.environ:
@@ -74,10 +78,10 @@ def run(
     wl = models.build_workload(PRESET, device=dev)
     model = wl.model
     loss_fn = wl.loss_fn
-    if compile_mode == "block":
-        loss_fn = torch.compile(loss_fn)  # as the benchmark does
-        for block in model.layers.values():
-            block.compile()
+    if compile_mode == "block":  # as the benchmark does: every block, and the loss
+        case = Case(strategy="ddp", precision="bf16", compile=True)
+        prepare_blocks(model, case=case, block_paths=wl.block_paths)
+        loss_fn = torch.compile(loss_fn)
     elif compile_mode == "whole":
         model.compile()
     net = model

@@ -22,7 +22,7 @@ import time
 import torch
 
 from clusterbench.benchmarks.training import models
-from clusterbench.benchmarks.training.strategies import iter_blocks
+from clusterbench.benchmarks.training.strategies import Case, prepare_blocks
 
 PRESET = os.environ.get("PRESET", "resnet50")
 BATCH = int(os.environ.get("BATCH", "256"))
@@ -30,16 +30,15 @@ BATCH = int(os.environ.get("BATCH", "256"))
 
 def run(name: str) -> None:
     torch._dynamo.reset()
-    torch._dynamo.config.automatic_dynamic_shapes = False
-    torch._dynamo.config.recompile_limit = 64
     dev = torch.device("cuda", 0)
     torch.manual_seed(0)
     wl = models.build_workload(PRESET, device=dev)
     loss_fn = wl.loss_fn
-    if name != "eager":
-        mode = "reduce-overhead" if name == "block-cudagraphs" else None
-        for _, block, _ in iter_blocks(wl.model, wl.block_paths):
-            block.compile(mode=mode)
+    if name != "eager":  # the benchmark's own block compilation (and its Dynamo settings)
+        case = Case(
+            strategy="ddp", precision="bf16", compile=True, cuda_graphs=name == "block-cudagraphs"
+        )
+        prepare_blocks(wl.model, case=case, block_paths=wl.block_paths)
         loss_fn = torch.compile(loss_fn)
     opt = torch.optim.AdamW(wl.model.parameters(), lr=1e-4, fused=True)
     x, y = wl.make_batch(BATCH)

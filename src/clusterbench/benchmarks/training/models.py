@@ -11,6 +11,7 @@ multiply-adds); ViT-B/16 near 3 × 35 GFLOPs (torchvision lists 17.56 multiply-a
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import math
 from collections.abc import Callable
@@ -221,6 +222,7 @@ def _vision_workload(name: str, *, device: torch.device) -> Workload:
     )
 
 
+@functools.cache  # a forward and backward on the meta device: once per model and size
 def count_training_flops(builder: Callable[..., nn.Module], *, image_size: int) -> float:
     """Forward + backward FLOPs of one image, counted on the meta device (nothing allocated)."""
     with torch.device("meta"):

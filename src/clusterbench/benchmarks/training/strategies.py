@@ -46,6 +46,9 @@ __all__ = [
     "build_trainer",
     "case_scope",
     "check_applicable",
+    "iter_blocks",
+    "make_optimizer",
+    "prepare_blocks",
     "replicas_agree",
 ]
 
@@ -170,14 +173,14 @@ def build_trainer(
 
         return build_pipeline_trainer(
             workload, case=case, group=group, device=device, num_microbatches=num_microbatches,
-            prepare_blocks=lambda m: _prepare_blocks(m, case=case, block_paths=("layers",)),
+            prepare_blocks=lambda m: prepare_blocks(m, case=case, block_paths=("layers",)),
         )  # fmt: skip
     model = workload.model
     if case.strategy == "tp":
         from torch.distributed.device_mesh import DeviceMesh
 
         _apply_tensor_parallel(model, mesh=DeviceMesh.from_group(group, device.type))
-    _prepare_blocks(model, case=case, block_paths=workload.block_paths)
+    prepare_blocks(model, case=case, block_paths=workload.block_paths)
     if case.strategy in ("fsdp2", "zero2"):
         trainer = _fsdp_trainer(workload, case=case, group=group, device=device)
     else:
@@ -189,7 +192,7 @@ def build_trainer(
     return trainer
 
 
-def _prepare_blocks(model: nn.Module, *, case: Case, block_paths: tuple[str, ...]) -> None:
+def prepare_blocks(model: nn.Module, *, case: Case, block_paths: tuple[str, ...]) -> None:
     """Activation checkpointing (non-reentrant) and torch.compile, block by block."""
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 
