@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from clusterbench.report._summary import Grid, Section, format_value
+from clusterbench.report._summary import Grid, Section, format_value, metric_cell, where
 from clusterbench.schema import Measurement
 
 __all__ = ["attribution_section"]
@@ -19,11 +19,6 @@ _METRICS = (
 )  # fmt: skip
 
 
-def _cell(metrics: dict[str, Measurement], name: str) -> str:
-    m = metrics.get(name)
-    return format_value(m.value, m.unit) if m is not None else "-"
-
-
 def attribution_section(ms: list[Measurement], multi_host: bool) -> Section:
     by_rank: dict[int, dict[str, Measurement]] = defaultdict(dict)
     for m in ms:
@@ -32,8 +27,8 @@ def attribution_section(ms: list[Measurement], multi_host: bool) -> Section:
     rows = []
     for rank, metrics in sorted(by_rank.items()):
         first = next(iter(metrics.values()))
-        where = f"{first.host}/{first.device}" if multi_host else first.device
-        rows.append((str(rank), where, *(_cell(metrics, name) for name in _METRICS)))
+        cells = (metric_cell(metrics, name) for name in _METRICS)
+        rows.append((str(rank), where(first, multi_host), *cells))
     spread = next((m for m in ms if m.metric == "collective_start_spread_ms"), None)
     title = "attribution: where each rank's step time goes (mean over the profiled steps)"
     if spread is not None:

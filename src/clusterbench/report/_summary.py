@@ -27,9 +27,11 @@ __all__ = [
     "header_line",
     "matrix_cell",
     "matrix_title",
+    "metric_cell",
     "row_cells",
     "sorted_findings",
     "summary_sections",
+    "where",
 ]
 
 _MISSING = "-"
@@ -229,15 +231,24 @@ def _row(text: str, group: list[Measurement], *, multi_host: bool, reference: Re
         unit=group[0].unit,
         num_devices=len(chosen),
         median=statistics.median(m.value for m in chosen),
-        low=Extreme(low.value, _where(low, multi_host)),
-        high=Extreme(high.value, _where(high, multi_host)),
+        low=Extreme(low.value, where(low, multi_host)),
+        high=Extreme(high.value, where(high, multi_host)),
         reference=statistics.median(r[0] for r in refs) if refs else None,
         reference_kind=refs[0][1] if refs else None,
     )
 
 
-def _where(m: Measurement, multi_host: bool) -> str:
+def where(m: Measurement, multi_host: bool) -> str:
+    """The device a row is about, with its host when the run has several."""
     return f"{m.host}/{m.device}" if multi_host else m.device
+
+
+def metric_cell(metrics: dict[str, Measurement], *names: str) -> str:
+    """The first of ``names`` present in ``metrics``, formatted with its unit; '-' if none."""
+    for name in names:
+        if name in metrics:
+            return format_value(metrics[name].value, metrics[name].unit)
+    return "-"
 
 
 def _size_note(group: list[Measurement]) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from clusterbench.report._summary import Grid, Section, format_value
+from clusterbench.report._summary import Grid, Section, metric_cell
 from clusterbench.schema import Measurement
 
 __all__ = ["training_section"]
@@ -34,13 +34,6 @@ def _by_case(ms: Iterable[Measurement]) -> dict[tuple[object, ...], dict[str, Me
     return out
 
 
-def _cell(metrics: dict[str, Measurement], *names: str) -> str:
-    for name in names:
-        if name in metrics:
-            return format_value(metrics[name].value, metrics[name].unit)
-    return "-"
-
-
 def _scaling_grid(ms: list[Measurement]) -> Grid | None:
     rows: list[tuple[str, ...]] = []
     for metrics in _by_case(m for m in ms if m.params.get("series") == "scaling").values():
@@ -48,11 +41,11 @@ def _scaling_grid(ms: list[Measurement]) -> Grid | None:
         rows.append((
             str(first.get("model")), str(first.get("strategy")), str(first.get("precision")),
             str(first.get("world_size")), str(first.get("global_batch", "-")),
-            _cell(metrics, "step_time_ms"),
-            _cell(metrics, "tokens_per_s_per_gpu", "samples_per_s_per_gpu"),
-            _cell(metrics, "tokens_per_s", "samples_per_s"), _cell(metrics, "mfu"),
-            _cell(metrics, "scaling_efficiency"), _cell(metrics, "peak_memory_gb"),
-            _cell(metrics, "loss"),
+            metric_cell(metrics, "step_time_ms"),
+            metric_cell(metrics, "tokens_per_s_per_gpu", "samples_per_s_per_gpu"),
+            metric_cell(metrics, "tokens_per_s", "samples_per_s"), metric_cell(metrics, "mfu"),
+            metric_cell(metrics, "scaling_efficiency"), metric_cell(metrics, "peak_memory_gb"),
+            metric_cell(metrics, "loss"),
         ))  # fmt: skip
     if not rows:
         return None
@@ -69,8 +62,8 @@ def _sweep_grid(ms: list[Measurement]) -> Grid | None:
         rows.append((
             str(p.get("strategy")), str(p.get("precision")),
             str(p.get("activation_checkpointing")), str(p.get("compile")),
-            _cell(metrics, "tokens_per_s_per_gpu", "samples_per_s_per_gpu"),
-            _cell(metrics, "mfu"), _cell(metrics, "peak_memory_gb"), fit,
+            metric_cell(metrics, "tokens_per_s_per_gpu", "samples_per_s_per_gpu"),
+            metric_cell(metrics, "mfu"), metric_cell(metrics, "peak_memory_gb"), fit,
         ))  # fmt: skip
     if not rows:
         return None
@@ -82,8 +75,8 @@ def _accum_grid(ms: list[Measurement]) -> Grid | None:
     cases = _by_case(m for m in ms if m.params.get("series") == "grad_accum")
     rows: list[tuple[str, ...]] = [
         (str(next(iter(c.values())).params.get("grad_accum")),
-         _cell(c, "accum_step_time_ms"), _cell(c, "compute_only_step_time_ms"),
-         _cell(c, "sync_idle_ms"), _cell(c, "sync_idle_fraction"))
+         metric_cell(c, "accum_step_time_ms"), metric_cell(c, "compute_only_step_time_ms"),
+         metric_cell(c, "sync_idle_ms"), metric_cell(c, "sync_idle_fraction"))
         for c in cases.values()
     ]  # fmt: skip
     if not rows:
