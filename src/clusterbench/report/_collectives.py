@@ -89,8 +89,9 @@ def _grid(title: str, ms: list[Measurement]) -> Grid:
 
 
 def node_pair_matrices(ms: Iterable[Measurement]) -> list[Matrix]:
-    """Per op (and dtype), back-to-back busbw of each node pair at the largest size measured,
-    as a symmetric node x node matrix (the busbw plateau, as the slow-pair verdict reads it)."""
+    """Per op (and dtype), back-to-back busbw of each node pair at the largest size measured
+    for that op, as a symmetric node x node matrix (the busbw plateau; a pair whose sweep
+    stopped short of that size has no cell)."""
     by_op: dict[tuple[str, str], list[Measurement]] = defaultdict(list)
     for m in ms:
         if (

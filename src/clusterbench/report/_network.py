@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from clusterbench.analysis.outliers import better_direction
 from clusterbench.report._summary import Matrix
 from clusterbench.schema import Measurement
 
@@ -37,16 +38,17 @@ def network_matrices(ms: Iterable[Measurement]) -> list[Matrix]:
     tools = "/".join(sorted({str(m.params.get("tool")) for m in tcp}))
     streams = "/".join(sorted({str(m.params.get("streams")) for m in tcp}))
     matrices = [
-        _matrix(tcp, title=f"TCP throughput, {tools}, {streams} streams", lower_is_better=False),
-        _matrix(latency, title="TCP latency, median round trip of 64 B", lower_is_better=True),
-        _matrix(rdma, title="RDMA write bandwidth, ib_write_bw", lower_is_better=False),
+        _matrix(tcp, title=f"TCP throughput, {tools}, {streams} streams"),
+        _matrix(latency, title="TCP latency, median round trip of 64 B"),
+        _matrix(rdma, title="RDMA write bandwidth, ib_write_bw"),
     ]
     return [mx for mx in matrices if mx.cells]
 
 
-def _matrix(ms: list[Measurement], *, title: str, lower_is_better: bool) -> Matrix:
-    """The best value per directed pair; the link rate as reference when all pairs share one."""
-    pick = min if lower_is_better else max
+def _matrix(ms: list[Measurement], *, title: str) -> Matrix:
+    """The best value per directed pair (by the unit's better direction); the link rate as
+    reference when all pairs share one."""
+    pick = min if ms and better_direction(ms[0].unit) == "lower" else max
     cells: dict[tuple[str, str], float] = {}
     for m in ms:
         pair = (str(m.params.get("src_host")), str(m.params.get("dst_host")))
