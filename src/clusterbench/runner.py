@@ -211,7 +211,7 @@ def _join(
     spec.run_dir, spec.run_id = run_dir_name, Path(run_dir_name).name
     ctx.run_dir = Path(spec.run_dir)
     Path(spec.run_dir).mkdir(parents=True, exist_ok=True)  # other nodes' local copy
-    log = RankLog(Path(spec.run_dir), ctx.rank)
+    log = RankLog(Path(spec.run_dir), ctx.rank, keep_unsent=True)
     try:
         run_benchmarks(ctx, spec=spec, log=log)
     except BenchmarkFailed as failure:

@@ -33,7 +33,7 @@ __all__ = ["BenchmarkFailed", "exit_after_failure", "make_context", "run_benchma
 def worker_main(spec: RunSpec) -> None:
     """Entry point of one worker (spawned by launch_local, or the process itself when joined)."""
     ctx = make_context(spec)
-    log = RankLog(Path(spec.run_dir), ctx.rank)
+    log = RankLog(Path(spec.run_dir), ctx.rank, keep_unsent=not spec.self_launched)
     try:
         run_benchmarks(ctx, spec=spec, log=log)
     except KeyboardInterrupt:

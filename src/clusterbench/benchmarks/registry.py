@@ -62,7 +62,7 @@ def register(
     devices: Iterable[DeviceType] = ("cuda", "cpu"),
     description: str | None = None,
 ) -> Callable[[BenchmarkFn], BenchmarkFn]:
-    """Register ``fn(ctx, cfg) -> Iterable[Measurement]`` under ``name``.
+    """Register ``fn(ctx, cfg) -> Iterable[Measurement | Finding]`` under ``name``.
 
     The one-line description defaults to the first line of the function's docstring.
     """

@@ -19,12 +19,17 @@ RANKS_DIR = "ranks"
 
 
 class RankLog:
-    def __init__(self, run_dir: Path, rank: int) -> None:
+    """One rank's records, appended to its file as they come.  ``keep_unsent``: also hold
+    them until :meth:`take_unsent` (joined runs, where rank 0 gathers them over the network;
+    a self-launched run reads the files instead)."""
+
+    def __init__(self, run_dir: Path, rank: int, *, keep_unsent: bool = False) -> None:
         path = Path(run_dir) / RANKS_DIR / f"rank-{rank:05d}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.rank = rank
         self._seq = 0
+        self._keep_unsent = keep_unsent
         self._unsent: list[dict[str, Any]] = []
         self._lock = threading.Lock()  # the watchdog thread writes too
         self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open for the run's life
@@ -35,7 +40,8 @@ class RankLog:
             self._seq += 1
             self._fh.write(json.dumps(record, default=str) + "\n")
             self._fh.flush()
-            self._unsent.append(record)
+            if self._keep_unsent:
+                self._unsent.append(record)
             return record
 
     def take_unsent(self) -> list[dict[str, Any]]:
