@@ -22,7 +22,7 @@ from clusterbench.benchmarks._settings import check_suite
 from clusterbench.benchmarks.registry import register
 from clusterbench.benchmarks.training import cases, sweeps
 from clusterbench.benchmarks.training.models import DECODER_PRESETS, PRESETS
-from clusterbench.benchmarks.training.strategies import PRECISIONS, STRATEGIES, Case
+from clusterbench.benchmarks.training.strategies import PRECISIONS, STRATEGIES, Case, case_conflict
 from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import Measurement
 
@@ -124,12 +124,9 @@ class TrainingConfig(WorkloadSettings):
             raise ValueError(f"seq_len must be >= 1, got {self.seq_len}")
         if any(w < 1 for w in self.world_sizes) or any(k < 1 for k in self.grad_accum_sweep):
             raise ValueError("world_sizes and grad_accum_sweep entries must be >= 1")
-        if self.cuda_graphs and not self.compile:
-            raise ValueError("cuda_graphs needs compile=true (the graphs are torch.compile's)")
-        if self.cuda_graphs and self.strategy not in ("ddp", "zero1"):
-            raise ValueError(f"cuda_graphs runs with strategy ddp or zero1, not {self.strategy}")
-        if self.model not in DECODER_PRESETS and self.strategy in ("tp", "pp"):
-            raise ValueError(f"strategy {self.strategy} needs a decoder model, not {self.model}")
+        reason = case_conflict(self.case(), decoder=self.model in DECODER_PRESETS)
+        if reason is not None:
+            raise ValueError(f"{reason} (model {self.model})")
 
     def case(self) -> Case:
         return Case(

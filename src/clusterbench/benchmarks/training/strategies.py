@@ -44,6 +44,7 @@ __all__ = [
     "StepTrainer",
     "Trainer",
     "build_trainer",
+    "case_conflict",
     "case_scope",
     "check_applicable",
     "iter_blocks",
@@ -80,12 +81,24 @@ class StepTrainer(Protocol):
         """The loss of the last step (a collective for pipelines: call on every group rank)."""
 
 
+def case_conflict(case: Case, *, decoder: bool) -> str | None:
+    """What rules ``case`` out whatever the world size (None: nothing); ``decoder``: whether
+    the model is one of the decoder presets.  The settings check it up front, the sweep per
+    combination."""
+    if case.cuda_graphs and not case.compile:
+        return "cuda_graphs needs compile=true (the graphs are torch.compile's)"
+    if case.cuda_graphs and case.strategy not in ("ddp", "zero1"):
+        return f"cuda_graphs runs with strategy ddp or zero1, not {case.strategy}"
+    if case.strategy in ("tp", "pp") and not decoder:
+        return f"strategy {case.strategy} needs a decoder model"
+    return None
+
+
 def check_applicable(workload: Workload, *, case: Case, group_size: int) -> str | None:
     """Why ``case`` cannot run on ``workload`` over ``group_size`` ranks (None: it can)."""
-    if case.cuda_graphs and (not case.compile or case.strategy not in ("ddp", "zero1")):
-        return "cuda_graphs needs compile and strategy ddp or zero1"
-    if case.strategy in ("tp", "pp") and not isinstance(workload.model, Decoder):
-        return f"{case.strategy} is implemented for the decoder presets only"
+    reason = case_conflict(case, decoder=isinstance(workload.model, Decoder))
+    if reason is not None:
+        return reason
     if case.strategy == "tp" and isinstance(workload.model, Decoder):
         c = workload.model.cfg
         if c.num_kv_heads % group_size or c.ffn_dim % group_size:
@@ -173,7 +186,7 @@ def build_trainer(
 
         return build_pipeline_trainer(
             workload, case=case, group=group, device=device, num_microbatches=num_microbatches,
-            prepare_blocks=lambda m: prepare_blocks(m, case=case, block_paths=("layers",)),
+            prepare_blocks=lambda m: prepare_blocks(m, case=case, block_paths=workload.block_paths),
         )  # fmt: skip
     model = workload.model
     if case.strategy == "tp":
