@@ -31,7 +31,8 @@ import torch.nn.functional as F
 
 from clusterbench.benchmarks.training import decoder as dec
 from clusterbench.benchmarks.training import models
-from clusterbench.benchmarks.training.strategies import Case, prepare_blocks
+from clusterbench.benchmarks.training.blocks import prepare_blocks
+from clusterbench.benchmarks.training.settings import Case
 from clusterbench.hardware.specs import match_spec
 
 _SPEC = match_spec(torch.cuda.get_device_name()) if torch.cuda.is_available() else None

@@ -22,7 +22,8 @@ import time
 import torch
 
 from clusterbench.benchmarks.training import models
-from clusterbench.benchmarks.training.strategies import Case, prepare_blocks
+from clusterbench.benchmarks.training.blocks import prepare_blocks
+from clusterbench.benchmarks.training.settings import Case
 
 PRESET = os.environ.get("PRESET", "resnet50")
 BATCH = int(os.environ.get("BATCH", "256"))

@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("clusterbench")
-except PackageNotFoundError:  # running from a source tree
-    __version__ = "0.1.0+src"
-
-# Imported after __version__: the runner reads it.
+from clusterbench._version import __version__
 from clusterbench.config import ConfigError
 from clusterbench.runner import RunOutcome, run
 from clusterbench.schema import Results, load_results

@@ -9,21 +9,25 @@ from __future__ import annotations
 
 import signal
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from clusterbench.runtime.launch import WorkerFailure
-from clusterbench.schema import (
-    ErrorRecord,
-    Finding,
-    HostInfo,
-    Measurement,
-    NcclRankInfo,
-    Results,
-    RunInfo,
-    ToolInfo,
+from clusterbench.runtime.records import (
+    End,
+    Error,
+    FindingRecord,
+    Hello,
+    HostRecord,
+    Interrupted,
+    MeasurementRecord,
+    NcclRecord,
+    Record,
+    Skip,
+    Start,
 )
+from clusterbench.schema import ErrorRecord, HostInfo, Results, RunInfo, RunStatus, ToolInfo
 
 __all__ = ["RunMeta", "assemble_results", "dedupe"]
 
@@ -44,41 +48,51 @@ class RunMeta:
     """Host named for a rank that died before saying where it ran (one-node runs)."""
 
 
-def dedupe(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    seen: dict[tuple[int, int], dict[str, Any]] = {}
+def dedupe(records: Iterable[Record]) -> list[Record]:
+    """One copy of each record (rank 0 may hold a record gathered and read back from a file),
+    by rank, then in the order the rank wrote them."""
+    seen: dict[tuple[int, int], Record] = {}
     for rec in records:
-        seen.setdefault((int(rec["rank"]), int(rec["seq"])), rec)
+        seen.setdefault((rec.rank, rec.seq), rec)
     return [seen[k] for k in sorted(seen)]
 
 
 def assemble_results(
     *,
-    records: list[dict[str, Any]],
+    records: list[Record],
     meta: RunMeta,
     failures: list[WorkerFailure],
     interrupted: bool = False,
+    running: bool = False,
 ) -> Results:
+    """``running``: the run goes on (rank 0 rewrites results.json after each benchmark), so
+    benchmarks not yet finished are not a failure; errors, or an interruption, still decide."""
     records = dedupe(records)
-    hosts_by_rank = {r["rank"]: r["host"] for r in records if r["kind"] == "hello"}
-    host_of = lambda rank: hosts_by_rank.get(rank, meta.fallback_host)  # noqa: E731
+    hosts_by_rank = {r.rank: r.host for r in records if isinstance(r, Hello)}
+
+    def host_of(rank: int) -> str:
+        return hosts_by_rank.get(rank, meta.fallback_host)
+
     ends, starts, skipped = _progress(records)
     errors = _errors(records, failures, host_of=host_of, starts=starts, ends=ends)
-    interrupted = interrupted or any(r["kind"] == "interrupted" for r in records)
+    interrupted = interrupted or any(isinstance(r, Interrupted) for r in records)
     unfinished = [
         b for b in meta.benchmarks if b not in skipped and len(ends.get(b, ())) < meta.world_size
     ]
-    status = "interrupted" if interrupted else ("failed" if errors or unfinished else "completed")
+    status: RunStatus = "interrupted" if interrupted else "failed" if errors else "completed"
+    if status == "completed" and unfinished:
+        status = "running" if running else "failed"
     run = RunInfo(
         id=meta.id,
         started=meta.started,
-        finished=meta.finished,
+        finished=None if status == "running" else meta.finished,
         suite=meta.suite,
         world_size=meta.world_size,
         num_nodes=max(1, len(set(hosts_by_rank.values()))),
         backend=meta.backend,
         command=meta.command,
         config=meta.config,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         benchmarks=meta.benchmarks,
         unfinished=unfinished,
         skipped=skipped,
@@ -87,45 +101,42 @@ def assemble_results(
         tool=ToolInfo(version=meta.version),
         run=run,
         hosts=_hosts(records),
-        measurements=[
-            Measurement.model_validate(r["data"]) for r in records if r["kind"] == "measurement"
-        ],
+        measurements=[r.data for r in records if isinstance(r, MeasurementRecord)],
         errors=errors,
-        nccl=[NcclRankInfo.model_validate(r["data"]) for r in records if r["kind"] == "nccl"],
-        findings=[Finding.model_validate(r["data"]) for r in records if r["kind"] == "finding"],
+        nccl=[r.data for r in records if isinstance(r, NcclRecord)],
+        findings=[r.data for r in records if isinstance(r, FindingRecord)],
     )
 
 
 def _progress(
-    records: list[dict[str, Any]],
+    records: list[Record],
 ) -> tuple[dict[str, set[int]], dict[int, list[str]], dict[str, str]]:
     ends: dict[str, set[int]] = defaultdict(set)
     starts: dict[int, list[str]] = defaultdict(list)
     skipped: dict[str, str] = {}
     for r in records:
-        if r["kind"] == "end":
-            ends[r["benchmark"]].add(r["rank"])
-        elif r["kind"] == "start":
-            starts[r["rank"]].append(r["benchmark"])
-        elif r["kind"] == "skip":
-            skipped[r["benchmark"]] = r["reason"]
+        if isinstance(r, End):
+            ends[r.benchmark].add(r.rank)
+        elif isinstance(r, Start):
+            starts[r.rank].append(r.benchmark)
+        elif isinstance(r, Skip):
+            skipped[r.benchmark] = r.reason
     return ends, starts, skipped
 
 
-def _hosts(records: list[dict[str, Any]]) -> list[HostInfo]:
+def _hosts(records: list[Record]) -> list[HostInfo]:
     hosts: dict[str, HostInfo] = {}
     for r in records:
-        if r["kind"] == "host":
-            info = HostInfo.model_validate(r["data"])
-            hosts.setdefault(info.hostname, info)
+        if isinstance(r, HostRecord):
+            hosts.setdefault(r.data.hostname, r.data)
     return list(hosts.values())
 
 
 def _errors(
-    records: list[dict[str, Any]],
+    records: list[Record],
     failures: list[WorkerFailure],
     *,
-    host_of: Any,
+    host_of: Callable[[int], str],
     starts: dict[int, list[str]],
     ends: dict[str, set[int]],
 ) -> list[ErrorRecord]:
@@ -134,16 +145,16 @@ def _errors(
     waiting: list[ErrorRecord] = []
     wrote_error: set[int] = set()
     for r in records:
-        if r["kind"] != "error":
+        if not isinstance(r, Error):
             continue
-        rank, bench = r["rank"], r.get("benchmark")
+        rank, bench = r.rank, r.benchmark
         wrote_error.add(rank)
         where = f"rank {rank} on host {host_of(rank)}"
-        if r.get("while_waiting"):
-            msg = f"{where} stopped while waiting for other ranks in {bench}: {r['message']}"
+        if r.while_waiting:
+            msg = f"{where} stopped while waiting for other ranks in {bench}: {r.message}"
             waiting.append(ErrorRecord(benchmark=bench, rank=rank, host=host_of(rank), message=msg))
         else:
-            msg = f"{where} failed in {bench}: {r['message']}"
+            msg = f"{where} failed in {bench}: {r.message}"
             culprits.append(
                 ErrorRecord(benchmark=bench, rank=rank, host=host_of(rank), message=msg)
             )
@@ -165,7 +176,11 @@ def _errors(
 
 
 def _silent_ranks(
-    *, starts: dict[int, list[str]], ends: dict[str, set[int]], skip: set[int], host_of: Any
+    *,
+    starts: dict[int, list[str]],
+    ends: dict[str, set[int]],
+    skip: set[int],
+    host_of: Callable[[int], str],
 ) -> list[ErrorRecord]:
     """Ranks that stopped inside a benchmark without a word (e.g. exited or were killed)."""
     out = []

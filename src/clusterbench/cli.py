@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from clusterbench.config import ConfigError
+from clusterbench.runspec import EXIT_RUN_ERROR, EXIT_USAGE
 
 app = typer.Typer(
     name="clusterbench",
@@ -23,8 +24,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-
-EXIT_USAGE = 2
 
 
 def _split(values: list[str] | None) -> list[str]:
@@ -97,6 +96,7 @@ def run(
     ] = None,
 ) -> None:
     """Run a suite on every GPU of this node (or join torchrun/srun/mpirun) and report."""
+    from clusterbench.registry import summary_sections
     from clusterbench.report.console import render_summary
     from clusterbench.runner import run as run_suite
 
@@ -118,7 +118,7 @@ def run(
     results = outcome.results
     if results is not None:
         console = _console()
-        render_summary(results, console)
+        render_summary(results, summary_sections(results), console)
         console.print(f"results: {outcome.run_dir / 'results.json'}")
         if results.errors:
             for err in results.errors[:1]:
@@ -129,7 +129,7 @@ def run(
 @app.command("list")
 def list_benchmarks() -> None:
     """List every benchmark with its level, scope and what it measures."""
-    from clusterbench.benchmarks.registry import all_benchmarks
+    from clusterbench.registry import all_benchmarks
     from clusterbench.report.listing import render_benchmark_list
 
     render_benchmark_list(all_benchmarks(), _console())
@@ -201,7 +201,7 @@ def launch(
     out: Annotated[Path | None, typer.Option(help="Write to this file instead of stdout.")] = None,
 ) -> None:
     """Print the command or script that runs clusterbench on many nodes."""
-    from clusterbench.config import SUITES
+    from clusterbench.config import check_suite_name
     from clusterbench.launchers import (
         DEFAULT_IMAGE,
         LaunchSpec,
@@ -214,8 +214,7 @@ def launch(
         launcher = pick_launcher(torchrun=torchrun, slurm=slurm, mpi=mpi, k8s=k8s)
         if nodes is None or gpus_per_node is None:
             raise ValueError("--nodes and --gpus-per-node are required")
-        if suite not in SUITES:
-            raise ValueError(f"unknown suite {suite!r} (choose from {', '.join(SUITES)})")
+        check_suite_name(suite)
         if fmt not in ("yaml", "json"):
             raise ValueError(f"--format must be yaml or json, got {fmt!r}")
         spec = LaunchSpec(
@@ -255,4 +254,4 @@ def main() -> None:
         app()
     except KeyboardInterrupt:
         typer.echo("clusterbench: interrupted", err=True)
-        sys.exit(3)
+        sys.exit(EXIT_RUN_ERROR)

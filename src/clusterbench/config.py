@@ -1,8 +1,9 @@
 """Suites, per-benchmark settings, thresholds; TOML files and ``--set`` overrides.
 
-A suite is a plain function returning each benchmark's settings for the device type.  A TOML
-file and ``--set key=value`` change them; unknown keys and bad values raise :class:`ConfigError`
-with one clear line (the CLI turns it into exit code 2).
+A suite is the benchmarks whose registration names it (:mod:`clusterbench.registry`), each with
+its settings preset for the suite and device type.  A TOML file and ``--set key=value`` change
+them; unknown keys and bad values raise :class:`ConfigError` with one clear line (the CLI turns
+it into exit code 2).
 """
 
 from __future__ import annotations
@@ -11,15 +12,18 @@ import dataclasses
 import difflib
 import sys
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from clusterbench.benchmarks import registry
+from clusterbench import catalog, registry
+from clusterbench.benchmarks._settings import SUITE_NAMES, SuiteName
 from clusterbench.thresholds import Thresholds
+
+catalog.register_builtin()
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -27,17 +31,14 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 __all__ = [
-    "SUITES",
+    "SUITE_NAMES",
     "ConfigError",
     "RunConfig",
     "Thresholds",
     "build_run_config",
-    "full",
-    "quick",
-    "standard",
+    "check_suite_name",
+    "suite_settings",
 ]
-
-SuiteName = typing.Literal["quick", "standard", "full"]
 
 
 class ConfigError(ValueError):
@@ -62,46 +63,19 @@ class RunConfig:
         }
 
 
-def _preset(names: Iterable[str], suite: str, device_type: str) -> dict[str, Any]:
-    out = {}
-    for name in names:
-        spec = registry.get(name)
-        out[name] = _benchmark_preset(spec, suite, device_type)
-    return out
+def check_suite_name(suite: str) -> SuiteName:
+    """``suite`` as a suite name, or one clear line naming the choices."""
+    if suite not in SUITE_NAMES:
+        raise ConfigError(f"unknown suite {suite!r} (choose from {', '.join(SUITE_NAMES)})")
+    return typing.cast(SuiteName, suite)
 
 
-def _benchmark_preset(spec: registry.BenchmarkSpec, suite: str, device_type: str) -> Any:
-    preset = getattr(spec.config_cls, "preset", None)
-    if callable(preset):
-        return preset(suite=suite, device_type=device_type)
-    return spec.config_cls()
-
-
-LEVEL1 = ("gemm", "memory", "transfer")
-LEVEL2 = ("collectives", "network")
-LEVEL3 = ("training", "dataloader", "checkpoint", "attribution")
-
-
-def quick(device_type: str) -> dict[str, Any]:
-    """Doctor, Level 1 and a short collective sweep at small sizes: a few minutes a node."""
-    return _preset(("doctor", *LEVEL1, "collectives"), "quick", device_type)
-
-
-def standard(device_type: str) -> dict[str, Any]:
-    """Doctor and every level at moderate sizes."""
-    return _preset(("doctor", *LEVEL1, *LEVEL2, *LEVEL3), "standard", device_type)
-
-
-def full(device_type: str) -> dict[str, Any]:
-    """Doctor and long sweeps at the largest sizes."""
-    return _preset(("doctor", *LEVEL1, *LEVEL2, *LEVEL3), "full", device_type)
-
-
-SUITES: dict[str, Callable[[str], dict[str, Any]]] = {
-    "quick": quick,
-    "standard": standard,
-    "full": full,
-}
+def suite_settings(suite: str, device_type: str) -> dict[str, Any]:
+    """Each benchmark of ``suite`` (as the registry declares them) -> its preset settings."""
+    return {
+        name: registry.get(name).preset(suite=suite, device_type=device_type)
+        for name in registry.suite_benchmarks(check_suite_name(suite))
+    }
 
 
 def build_run_config(
@@ -120,15 +94,13 @@ def build_run_config(
     """
     table = _read_toml(config_file) if config_file else {}
     top = _split_top_level(table, source=str(config_file))
-    suite = suite or str(top.get("suite", "quick"))
-    if suite not in SUITES:
-        raise ConfigError(f"unknown suite {suite!r} (choose from {', '.join(SUITES)})")
+    suite = check_suite_name(suite or str(top.get("suite", "quick")))
     names = _select(
-        list(SUITES[suite](device_type)),
+        registry.suite_benchmarks(suite),
         only=list(only) or list(top.get("only", [])),
         skip=[*top.get("skip", []), *skip],
     )
-    benchmarks = {n: _benchmark_preset(registry.get(n), suite, device_type) for n in names}
+    benchmarks = {n: registry.get(n).preset(suite=suite, device_type=device_type) for n in names}
     thresholds = Thresholds()
     applied: list[_Setting] = []
     for section, values in table.items():
@@ -207,10 +179,6 @@ def _parse_set(item: str) -> tuple[str, str, str]:
     return section, name, value.strip()
 
 
-# attribution profiles the training workload: `training` settings describe its workload too
-_MIRRORED_SECTIONS = {"training": "attribution"}
-
-
 @dataclass(frozen=True, slots=True)
 class _Setting:
     """One setting a file or ``--set`` gave a benchmark section."""
@@ -225,8 +193,9 @@ class _Setting:
 def _mirror(applied: list[_Setting], *, benchmarks: dict[str, Any]) -> None:
     """Copy each mirrored section's settings to its target, once every setting is known, except
     keys the target was given itself (whatever their order)."""
-    for section, other in _MIRRORED_SECTIONS.items():
-        if other not in benchmarks:
+    for bench in registry.all_benchmarks():
+        section, other = bench.settings_from, bench.name
+        if section is None or other not in benchmarks:
             continue
         target = benchmarks[other]
         names = {f.name for f in dataclasses.fields(target)} - {
@@ -277,10 +246,10 @@ def _set_field(
     new = _coerce(kind, value, where=where)
     try:
         fields = {f.name: getattr(target, f.name) for f in dataclasses.fields(target)}
-        type(target)(**{**fields, key: new})  # re-run the class's own checks
+        checked = type(target)(**{**fields, key: new})  # re-run the class's own checks
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    setattr(target, key, new)
+    setattr(target, key, getattr(checked, key))  # as the class keeps it (an alias resolved)
 
 
 def _coerce(kind: Any, value: Any, *, where: str) -> Any:

@@ -1,6 +1,8 @@
 """Commands and scripts that run clusterbench on many nodes: torchrun, Slurm, MPI, Kubernetes.
 
 Each generator is a pure function of a :class:`LaunchSpec` and returns text to print or save.
+The Kubernetes manifest is built as plain dicts and lists and written with PyYAML's
+``yaml.safe_dump`` (keys in the order built, so it reads top-down like a hand-written one).
 Under every launcher ``clusterbench run`` joins as a worker (``runtime/launch.py`` reads the
 launcher's rank variables), so the generated commands only start one process per GPU.
 """
@@ -10,9 +12,11 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
+
+import yaml
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -176,24 +180,34 @@ def _k8s_container(spec: LaunchSpec) -> dict[str, Any]:
     return container
 
 
+def _k8s_replica(spec: LaunchSpec, count: int) -> dict[str, Any]:
+    # built afresh for each replica type: a dict shared by Master and Worker would come out of
+    # yaml.safe_dump as an anchor and an alias (&id001 / *id001) instead of written in full
+    return {
+        "replicas": count,
+        "restartPolicy": "Never",
+        "template": {
+            "spec": {
+                "containers": [_k8s_container(spec)],
+                # NCCL and torch's shared-memory transport need more than the default 64 MiB
+                "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+            }
+        },
+    }
+
+
 def k8s_manifest_dict(spec: LaunchSpec) -> dict[str, Any]:
-    """A Kubeflow PyTorchJob (kubeflow.org/v1): one pod per node, torchrun inside each."""
-    template = {
-        "spec": {
-            "containers": [_k8s_container(spec)],
-            # NCCL and torch's shared-memory transport need more than the default 64 MiB
-            "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
-        }
-    }
-    replicas: dict[str, Any] = {
-        "Master": {"replicas": 1, "restartPolicy": "Never", "template": template}
-    }
+    """A Kubeflow PyTorchJob (kubeflow.org/v1): one pod per node, torchrun inside each.
+
+    A ``Master`` replica and, with more than one node, ``nodes - 1`` ``Worker`` replicas; each
+    pod has ``nvidia.com/gpu: gpus_per_node``, a ``/dev/shm`` volume in memory (NCCL and torch
+    need more shared memory than the container default of 64 MiB) and the container
+    ``pytorch`` (the name the operator looks for) running torchrun with the node rank and
+    master address the operator sets in ``RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``.
+    """
+    replicas: dict[str, Any] = {"Master": _k8s_replica(spec, 1)}
     if spec.nodes > 1:
-        replicas["Worker"] = {
-            "replicas": spec.nodes - 1,
-            "restartPolicy": "Never",
-            "template": template,
-        }
+        replicas["Worker"] = _k8s_replica(spec, spec.nodes - 1)
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
@@ -210,54 +224,16 @@ def k8s_manifest(spec: LaunchSpec, *, fmt: Literal["yaml", "json"] = "yaml") -> 
     return to_yaml(manifest)
 
 
-# --- a small YAML emitter: mappings, lists and scalars, every string double-quoted ----------
-
-
-def _scalar(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, int | float):
-        return repr(value)
-    # a JSON string is a valid YAML double-quoted scalar
-    return json.dumps(str(value), ensure_ascii=False)
-
-
-def _yaml_lines(value: Any, indent: int) -> list[str]:
-    pad = " " * indent
-    if isinstance(value, Mapping) and value:
-        out = []
-        for key, item in value.items():
-            head = f"{pad}{_scalar(str(key)) if not _ENV_NAME.match(str(key)) else key}:"
-            if isinstance(item, Mapping | list) and item:
-                out += [head, *_yaml_lines(item, indent + 2)]
-            else:
-                out.append(f"{head} {_inline(item)}")
-        return out
-    if isinstance(value, list) and value:
-        out = []
-        for item in value:
-            sub = _yaml_lines(item, indent + 2) if isinstance(item, Mapping | list) else []
-            if sub:  # "- " takes the place of the first line's indentation
-                out += [f"{pad}- {sub[0].lstrip()}", *sub[1:]]
-            else:
-                out.append(f"{pad}- {_inline(item)}")
-        return out
-    return [f"{pad}{_inline(value)}"]
-
-
-def _inline(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return "{}"
-    if isinstance(value, list):
-        return "[]"
-    return _scalar(value)
-
-
 def to_yaml(value: Any) -> str:
-    """Block-style YAML of dicts, lists and scalars (what a manifest needs, no more)."""
-    return "\n".join(_yaml_lines(value, 0)) + "\n"
+    """Block-style YAML of plain dicts, lists and scalars, keys in insertion order.
+
+    ``yaml.safe_dump`` quotes a string only where YAML needs it (e.g. ``"8"`` or ``"true"``
+    stay strings) and, with no width limit, never folds a long value over several lines.
+    """
+    text: str = yaml.safe_dump(
+        value, sort_keys=False, default_flow_style=False, allow_unicode=True, width=float("inf")
+    )
+    return text
 
 
 LAUNCHERS: dict[str, Callable[[LaunchSpec], str]] = {

@@ -7,35 +7,29 @@ is a worker; rank 0 gathers each benchmark's records and rewrites results.json a
 
 from __future__ import annotations
 
-import datetime as dt
 import shlex
-import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch.distributed.elastic.multiprocessing.api import SignalException
 
+from clusterbench import catalog, registry
 from clusterbench.config import ConfigError, RunConfig, build_run_config
-from clusterbench.finalize import EXIT_OK, RunSpec, exit_code_for, finalize, now_utc
+from clusterbench.finalize import exit_code_for, finalize
+from clusterbench.runspec import EXIT_OK, RunSpec, now_utc, prepare_run_dir
 from clusterbench.runtime.launch import (
-    LauncherEnv,
     WorkerFailure,
     detect_launcher,
     export_dist_env,
     launch_local,
 )
-from clusterbench.runtime.records import RankLog, read_records
+from clusterbench.runtime.records import read_records
 from clusterbench.schema import Results
-from clusterbench.worker import (
-    BenchmarkFailed,
-    exit_after_failure,
-    make_context,
-    run_benchmarks,
-    worker_main,
-)
+from clusterbench.worker import worker_main
 
-__all__ = ["RunOutcome", "prepare_run_dir", "resolve_device", "run"]
+__all__ = ["RunOutcome", "resolve_device", "run"]
 
 
 @dataclass(kw_only=True)
@@ -74,31 +68,34 @@ def run(
         timeout_s=timeout_s,
     )
     launcher = detect_launcher()
-    started = now_utc()
-    command = shlex.join(["clusterbench", *sys.argv[1:]])
-    if launcher is not None:
-        return _join(
-            launcher,
-            config=config,
-            device_type=device_type,
-            out=out,
-            started=started,
-            command=command,
-            nccl_debug=nccl_debug,
-        )
-    num_workers = _num_workers(nproc, device_type)
-    run_dir = prepare_run_dir(out)
     spec = RunSpec(
-        run_id=run_dir.name,
-        run_dir=str(run_dir),
+        run_id="",
+        run_dir="",
         config=config,
         device_type=device_type,
-        started=started,
-        command=command,
-        self_launched=True,
+        started=now_utc(),
+        command=shlex.join(["clusterbench", *sys.argv[1:]]),
+        self_launched=launcher is None,
+        out=None if out is None else str(out),
         nccl_debug=nccl_debug,
+        plugin_modules=_plugin_modules(config),
     )
+    if launcher is not None:
+        try:
+            export_dist_env(launcher)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        return _join(spec, rank=launcher.rank)
+    num_workers = _num_workers(nproc, device_type)
+    run_dir = prepare_run_dir(out)
+    spec.run_dir, spec.run_id = str(run_dir), run_dir.name
     return _launch(spec, num_workers=num_workers)
+
+
+def _plugin_modules(config: RunConfig) -> tuple[str, ...]:
+    """Modules of the selected benchmarks that are not built in: each worker imports them."""
+    extra = [name for name in config.benchmarks if not catalog.builtin(name)]
+    return tuple(sorted({registry.get(name).run.__module__ for name in extra}))
 
 
 def resolve_device(device: str) -> str:
@@ -123,26 +120,6 @@ def _num_workers(nproc: int | None, device_type: str) -> int:
     return nproc or count
 
 
-def default_run_dir() -> Path:
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return Path("clusterbench-runs") / f"{stamp}-{socket.gethostname()}"
-
-
-def prepare_run_dir(out: Path | None) -> Path:
-    """Create the run folder; refuse one that already holds a run or cannot be written."""
-    run_dir = Path(out) if out is not None else default_run_dir()
-    if (run_dir / "results.json").exists() or (run_dir / "ranks").exists():
-        raise ConfigError(f"--out {run_dir}: already holds a run; choose another folder")
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        probe = run_dir / ".write-test"
-        probe.write_text("ok")
-        probe.unlink()
-    except OSError as exc:
-        raise ConfigError(f"--out {run_dir}: cannot write there ({exc.strerror})") from None
-    return run_dir
-
-
 # ----------------------------------------------------------------------------- self-launched
 
 
@@ -154,11 +131,7 @@ def _launch(spec: RunSpec, *, num_workers: int) -> RunOutcome:
         failures = launch_local(
             worker_main, spec, nproc=num_workers, run_id=spec.run_id, log_dir=run_dir / "logs"
         )
-    except KeyboardInterrupt:
-        interrupted = True
-    except Exception as exc:  # the agent itself failed (e.g. rendezvous): keep what ranks wrote
-        if type(exc).__name__ != "SignalException":
-            raise
+    except (KeyboardInterrupt, SignalException):  # Ctrl-C, SIGTERM: keep what the ranks wrote
         interrupted = True
     results = finalize(
         spec,
@@ -173,55 +146,12 @@ def _launch(spec: RunSpec, *, num_workers: int) -> RunOutcome:
 # ----------------------------------------------------------------------------- joined
 
 
-def _join(
-    launcher: LauncherEnv,
-    *,
-    config: RunConfig,
-    device_type: str,
-    out: Path | None,
-    started: str,
-    command: str,
-    nccl_debug: bool,
-) -> RunOutcome:
-    try:
-        export_dist_env(launcher)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    spec = RunSpec(
-        run_id="",
-        run_dir="",
-        config=config,
-        device_type=device_type,
-        started=started,
-        command=command,
-        self_launched=False,
-        nccl_debug=nccl_debug,
-    )
-    ctx = make_context(spec)
-    run_dir: Path | None = None
-    error: str | None = None
-    if ctx.rank == 0:
-        try:
-            run_dir = prepare_run_dir(out)
-        except ConfigError as exc:
-            error = str(exc)
-    run_dir_name, error = ctx.broadcast_from_root((str(run_dir) if run_dir else "", error))
-    if error:
-        raise ConfigError(error)
-    spec.run_dir, spec.run_id = run_dir_name, Path(run_dir_name).name
-    ctx.run_dir = Path(spec.run_dir)
-    Path(spec.run_dir).mkdir(parents=True, exist_ok=True)  # other nodes' local copy
-    log = RankLog(Path(spec.run_dir), ctx.rank, keep_unsent=True)
-    try:
-        run_benchmarks(ctx, spec=spec, log=log)
-    except BenchmarkFailed as failure:
-        exit_after_failure(failure)
-    finally:
-        log.close()
-    results = _read_final(Path(spec.run_dir)) if ctx.rank == 0 else None
-    code = exit_code_for(results) if results else EXIT_OK
-    return RunOutcome(results=results, run_dir=Path(spec.run_dir), exit_code=code)
-
-
-def _read_final(run_dir: Path) -> Results:
-    return Results.model_validate_json((run_dir / "results.json").read_text(encoding="utf-8"))
+def _join(spec: RunSpec, *, rank: int) -> RunOutcome:
+    """This process is one rank of a launcher's run: the same per-rank loop as a spawned worker,
+    with rank 0 gathering records and writing results.json as it goes."""
+    worker_main(spec)
+    run_dir = Path(spec.run_dir)
+    if rank != 0:
+        return RunOutcome(results=None, run_dir=run_dir, exit_code=EXIT_OK)
+    results = Results.model_validate_json((run_dir / "results.json").read_text(encoding="utf-8"))
+    return RunOutcome(results=results, run_dir=run_dir, exit_code=exit_code_for(results))

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 SCHEMA_VERSION: Final = 1
 
 Severity = Literal["info", "warn", "fail"]
+RunStatus = Literal["running", "completed", "failed", "interrupted"]
 SEVERITY_ORDER: Final[dict[str, int]] = {"fail": 0, "warn": 1, "info": 2}
 """Most severe first: how findings are listed."""
 ParamValue = str | int | float | bool | None
@@ -188,7 +189,7 @@ class RunInfo(_Model):
     backend: str
     command: str
     config: dict[str, Any] = Field(default_factory=dict)
-    status: Literal["running", "completed", "failed", "interrupted"] = "completed"
+    status: RunStatus = "completed"
     benchmarks: list[str] = Field(default_factory=list, description="benchmarks asked for")
     unfinished: list[str] = Field(
         default_factory=list, description="benchmarks that did not finish on every rank"

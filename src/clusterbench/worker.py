@@ -1,11 +1,18 @@
 """One worker: join the world, probe the node, run each benchmark under a deadline, record.
 
-Every record goes to this rank's partial file as it happens.  Under an external launcher rank 0
-also gathers every rank's records after each benchmark and rewrites results.json.
+There is one per-rank loop, however the run started.  Every record goes to this rank's partial
+file as it happens; how records reach results.json is the run's :class:`Collector`:
+
+- :class:`FileCollector` when clusterbench started the workers: the parent reads every rank's
+  file when they end, however they end, and assembles the run;
+- :class:`GatherCollector` under torchrun/srun/mpirun: there is no parent, so rank 0 gathers
+  every rank's new records after each benchmark and rewrites results.json, and says what
+  happened when a rank fails.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import socket
@@ -13,34 +20,63 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.distributed as dist
 
+from clusterbench import registry
 from clusterbench.assemble import dedupe
-from clusterbench.benchmarks import registry
-from clusterbench.finalize import EXIT_RUN_ERROR, RunSpec, finalize
-from clusterbench.runtime.dist import DistContext, init_distributed, set_rank_threads
+from clusterbench.config import ConfigError
+from clusterbench.finalize import finalize
+from clusterbench.runspec import EXIT_RUN_ERROR, RunSpec, prepare_run_dir
+from clusterbench.runtime.dist import DistContext, NullProgress, init_distributed, set_rank_threads
 from clusterbench.runtime.nccl_debug import debug_env, debug_log_path, parse_nccl_log
-from clusterbench.runtime.records import RankLog, read_rank_file, read_records
+from clusterbench.runtime.records import (
+    End,
+    Error,
+    FindingRecord,
+    Hello,
+    HostRecord,
+    Interrupted,
+    MeasurementRecord,
+    NcclRecord,
+    RankLog,
+    Record,
+    Skip,
+    Start,
+    read_rank_file,
+    read_records,
+)
 from clusterbench.runtime.watchdog import Deadline
-from clusterbench.schema import Finding, Results
+from clusterbench.schema import Finding, NcclRankInfo, Results
 
-__all__ = ["BenchmarkFailed", "exit_after_failure", "make_context", "run_benchmarks", "worker_main"]
+__all__ = ["BenchmarkFailed", "worker_main"]
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a process ended by Ctrl-C
 
 
 def worker_main(spec: RunSpec) -> None:
     """Entry point of one worker (spawned by launch_local, or the process itself when joined)."""
+    for module in spec.plugin_modules:
+        importlib.import_module(module)
     ctx = make_context(spec)
-    log = RankLog(Path(spec.run_dir), ctx.rank, keep_unsent=not spec.self_launched)
+    if not spec.run_dir:
+        _share_run_dir(ctx, spec)
+    collector: Collector = FileCollector() if spec.self_launched else GatherCollector(spec)
+    log = RankLog(Path(spec.run_dir), ctx.rank, keep_unsent=collector.gathers)
     try:
-        run_benchmarks(ctx, spec=spec, log=log)
+        run_benchmarks(ctx, spec=spec, log=log, collector=collector)
     except KeyboardInterrupt:
-        log.write("interrupted", benchmark=ctx.benchmark or None)
-        hard_exit(130)
+        log.write(Interrupted(benchmark=ctx.benchmark or None))
+        collector.interrupted(ctx)
+        hard_exit(collector.interrupted_exit_code)
     except BenchmarkFailed as failure:
-        exit_after_failure(failure)
+        collector.failed(ctx, log)
+        if failure.while_waiting:
+            # A peer failed first; let the launcher see its exit before ours, so it is named.
+            time.sleep(1.0)
+        hard_exit(EXIT_RUN_ERROR)
     finally:
         log.close()
 
@@ -49,13 +85,6 @@ class BenchmarkFailed(Exception):
     def __init__(self, *, while_waiting: bool) -> None:
         super().__init__()
         self.while_waiting = while_waiting
-
-
-def exit_after_failure(failure: BenchmarkFailed) -> None:
-    if failure.while_waiting:
-        # A peer died first; let the launcher see its exit before ours, so it is the one named.
-        time.sleep(1.0)
-    hard_exit(EXIT_RUN_ERROR)
 
 
 def hard_exit(code: int) -> None:
@@ -100,6 +129,47 @@ def make_context(spec: RunSpec) -> DistContext:
     return ctx
 
 
+def _share_run_dir(ctx: DistContext, spec: RunSpec) -> None:
+    """Under a launcher: rank 0 makes the run folder (or says why not); every rank learns it."""
+    run_dir, error = "", None
+    if ctx.rank == 0:
+        try:
+            run_dir = str(prepare_run_dir(spec.out))
+        except ConfigError as exc:
+            error = str(exc)
+    run_dir, error = ctx.broadcast_from_root((run_dir, error))
+    if error:
+        raise ConfigError(error)
+    spec.run_dir, spec.run_id = run_dir, Path(run_dir).name
+    ctx.run_dir = Path(run_dir)
+    ctx.run_dir.mkdir(parents=True, exist_ok=True)  # other nodes' local copy
+
+
+# ----------------------------------------------------------------------------- the loop
+
+
+def run_benchmarks(ctx: DistContext, *, spec: RunSpec, log: RankLog, collector: Collector) -> None:
+    log.write(Hello(host=ctx.host, local_rank=ctx.local_rank, device=ctx.device_label))
+    _probe(ctx, log)
+    with _progress_for(ctx) as progress:
+        for name, cfg in spec.config.benchmarks.items():
+            bench = registry.get(name)
+            if not bench.supports(spec.device_type):
+                log.write(Skip(benchmark=name, reason=f"no {spec.device_type} form"))
+                continue
+            bar = progress.bar(name)
+            ctx.progress, ctx.benchmark = bar, name
+            _run_one(ctx, bench=bench, cfg=cfg, log=log, timeout_s=spec.config.timeout_s)
+            bar.finish()
+            collector.after_benchmark(ctx, log)
+    if spec.nccl_debug and spec.device_type == "cuda":
+        _keep_nccl_log(ctx, run_dir=Path(spec.run_dir), log=log)
+    ctx.barrier()
+    collector.finished(ctx)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def _probe(ctx: DistContext, log: RankLog) -> None:
     from clusterbench.hardware.probe import probe_host
 
@@ -107,65 +177,53 @@ def _probe(ctx: DistContext, log: RankLog) -> None:
     if ctx.is_cuda:
         ctx.gpu = next((g for g in info.gpus if g.index == ctx.local_rank), None)
     if ctx.local_rank == 0:
-        log.write("host", data=info.model_dump(mode="json"))
+        log.write(HostRecord(data=info))
 
 
-def run_benchmarks(ctx: DistContext, *, spec: RunSpec, log: RankLog) -> None:
-    log.write("hello", host=ctx.host, local_rank=ctx.local_rank, device=ctx.device_label)
-    _probe(ctx, log)
-    gathered: list[dict[str, Any]] = []
-    try:
-        _benchmark_loop(ctx, spec=spec, log=log, gathered=gathered)
-    except BenchmarkFailed:
-        if not spec.self_launched:
-            _report_joined_failure(ctx, spec=spec, log=log, gathered=gathered)
-        raise
-    if spec.nccl_debug and spec.device_type == "cuda":
-        _keep_nccl_log(ctx, run_dir=Path(spec.run_dir), log=log)
-    ctx.barrier()
-    if not spec.self_launched and ctx.rank == 0:
-        _finish_joined(spec, gathered=gathered, world_size=ctx.world_size)
-    if dist.is_initialized():
-        dist.destroy_process_group()
-
-
-def _benchmark_loop(
-    ctx: DistContext, *, spec: RunSpec, log: RankLog, gathered: list[dict[str, Any]]
+def _run_one(
+    ctx: DistContext, *, bench: registry.Benchmark, cfg: Any, log: RankLog, timeout_s: float
 ) -> None:
-    with _progress_for(ctx) as progress:
-        for name, cfg in spec.config.benchmarks.items():
-            bench = registry.get(name)
-            if not bench.supports(spec.device_type):
-                log.write("skip", benchmark=name, reason=f"no {spec.device_type} form")
-                continue
-            bar = progress.bar(name)
-            ctx.progress, ctx.benchmark = bar, name
-            _run_one(ctx, bench=bench, cfg=cfg, log=log, timeout_s=spec.config.timeout_s)
-            bar.finish()
-            if not spec.self_launched:
-                _gather_and_write(ctx, spec=spec, log=log, gathered=gathered)
+    def on_timeout() -> None:
+        message = f"no result after {timeout_s:g} s (timeout)"
+        log.write(
+            Error(benchmark=bench.name, message=message, while_waiting=ctx.waiting, timeout=True)
+        )
+
+    log.write(Start(benchmark=bench.name))
+    ctx.wait_failed = False
+    with Deadline(timeout_s, on_timeout, grace_s=_grace(timeout_s), grace_if=lambda: ctx.waiting):
+        try:
+            ctx.barrier()
+            for item in bench.run(ctx, cfg):
+                log.write(
+                    FindingRecord(data=item)
+                    if isinstance(item, Finding)
+                    else MeasurementRecord(data=item)
+                )
+            ctx.barrier()
+        except Exception as exc:
+            while_waiting = ctx.waiting or ctx.wait_failed
+            log.write(
+                Error(
+                    benchmark=bench.name,
+                    message=f"{type(exc).__name__}: {exc}".strip(),
+                    while_waiting=while_waiting,
+                    traceback=traceback.format_exc(),
+                )
+            )
+            raise BenchmarkFailed(while_waiting=while_waiting) from exc
+    log.write(End(benchmark=bench.name))
 
 
-def _report_joined_failure(
-    ctx: DistContext, *, spec: RunSpec, log: RankLog, gathered: list[dict[str, Any]]
-) -> None:
-    """Under an external launcher no parent assembles the run: the ranks say what happened.
+def _grace(timeout_s: float) -> float:
+    """Extra time a rank that is only waiting gets, so the hung rank reports itself first."""
+    return min(10.0, 0.25 * timeout_s)
 
-    A rank that failed on its own says so on stderr; rank 0 rewrites results.json from what it
-    gathered and what the partial files it can see hold, and names the first cause.
-    """
-    mine = [r for r in read_rank_file(log.path) if r["kind"] == "error"]
-    if mine and not mine[-1].get("while_waiting"):
-        print(f"clusterbench: rank {ctx.rank} on host {ctx.host} failed in "
-              f"{mine[-1].get('benchmark')}: {mine[-1]['message']}", file=sys.stderr)  # fmt: skip
-    if ctx.rank != 0:
-        return
-    if not mine or mine[-1].get("while_waiting"):
-        time.sleep(1.0)  # let the rank that failed first write its record
-    results = _finish_joined(spec, gathered=gathered, world_size=ctx.world_size)
-    if results.errors:
-        print(f"clusterbench: run failed: {results.errors[0].message}; results kept in "
-              f"{spec.run_dir}", file=sys.stderr)  # fmt: skip
+
+def _progress_for(ctx: DistContext) -> Any:
+    from clusterbench.report.progress import RunProgress
+
+    return RunProgress() if ctx.rank == 0 else NullProgress()
 
 
 def _keep_nccl_log(ctx: DistContext, *, run_dir: Path, log: RankLog) -> None:
@@ -177,88 +235,97 @@ def _keep_nccl_log(ctx: DistContext, *, run_dir: Path, log: RankLog) -> None:
     shutil.move(str(source), target)
     info = parse_nccl_log(target.read_text(encoding="utf-8", errors="replace"))
     rel = str(target.relative_to(run_dir))
-    log.write("nccl", data={"rank": ctx.rank, "host": ctx.host, "log": rel, **info})
+    log.write(NcclRecord(data=NcclRankInfo(rank=ctx.rank, host=ctx.host, log=rel, **info)))
 
 
-def _run_one(
-    ctx: DistContext, *, bench: registry.BenchmarkSpec, cfg: Any, log: RankLog, timeout_s: float
-) -> None:
-    def on_timeout() -> None:
-        log.write(
-            "error",
-            benchmark=bench.name,
-            message=f"no result after {timeout_s:g} s (timeout)",
-            while_waiting=ctx.waiting,
-            timeout=True,
-        )
-
-    log.write("start", benchmark=bench.name)
-    ctx.wait_failed = False
-    with Deadline(timeout_s, on_timeout, grace_s=_grace(timeout_s), grace_if=lambda: ctx.waiting):
-        try:
-            ctx.barrier()
-            for item in bench.fn(ctx, cfg):
-                kind = "finding" if isinstance(item, Finding) else "measurement"
-                log.write(kind, data=item.model_dump(mode="json"))
-            ctx.barrier()
-        except Exception as exc:
-            while_waiting = ctx.waiting or ctx.wait_failed
-            log.write(
-                "error",
-                benchmark=bench.name,
-                message=f"{type(exc).__name__}: {exc}".strip(),
-                while_waiting=while_waiting,
-                traceback=traceback.format_exc(),
-            )
-            raise BenchmarkFailed(while_waiting=while_waiting) from exc
-    log.write("end", benchmark=bench.name)
+# ----------------------------------------------------------------------------- collectors
 
 
-def _grace(timeout_s: float) -> float:
-    """Extra time a rank that is only waiting gets, so the hung rank reports itself first."""
-    return min(10.0, 0.25 * timeout_s)
+class Collector(Protocol):
+    """How this rank's records reach results.json."""
+
+    gathers: bool
+    """Records also travel over the network (RankLog keeps them until gathered)."""
+    interrupted_exit_code: int
+
+    def after_benchmark(self, ctx: DistContext, log: RankLog) -> None: ...
+
+    def finished(self, ctx: DistContext) -> None: ...
+
+    def failed(self, ctx: DistContext, log: RankLog) -> None: ...
+
+    def interrupted(self, ctx: DistContext) -> None: ...
 
 
-def _progress_for(ctx: DistContext) -> Any:
-    from clusterbench.report.progress import RunProgress
+class FileCollector:
+    """clusterbench started the workers: the parent reads each rank's file when they end."""
 
-    return RunProgress() if ctx.rank == 0 else _NoBars()
+    gathers = False
+    interrupted_exit_code = EXIT_INTERRUPTED
 
-
-class _NoBars:
-    def __enter__(self) -> _NoBars:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def bar(self, name: str) -> _NoBar:
-        return _NoBar()
-
-
-class _NoBar:
-    def start(self, total: float) -> None:
+    def after_benchmark(self, ctx: DistContext, log: RankLog) -> None:
         pass
 
-    def advance(self, amount: float = 1.0) -> None:
+    def finished(self, ctx: DistContext) -> None:
         pass
 
-    def finish(self, note: str = "") -> None:
+    def failed(self, ctx: DistContext, log: RankLog) -> None:
+        pass
+
+    def interrupted(self, ctx: DistContext) -> None:
         pass
 
 
-def _gather_and_write(
-    ctx: DistContext, *, spec: RunSpec, log: RankLog, gathered: list[dict[str, Any]]
-) -> None:
-    """Rank 0 collects every rank's new records and rewrites results.json."""
-    everyone = ctx.gather_to_root(log.take_unsent())
-    if ctx.rank != 0 or everyone is None:
-        return
-    for recs in everyone:
-        gathered.extend(recs)
-    finalize(spec, records=gathered, failures=[], world_size=ctx.world_size, running=True)
+class GatherCollector:
+    """A launcher started the workers: rank 0 gathers and writes results.json as the run goes."""
 
+    gathers = True
+    interrupted_exit_code = EXIT_RUN_ERROR
 
-def _finish_joined(spec: RunSpec, *, gathered: list[dict[str, Any]], world_size: int) -> Results:
-    records = dedupe([*gathered, *read_records(Path(spec.run_dir))])
-    return finalize(spec, records=records, failures=[], world_size=world_size)
+    def __init__(self, spec: RunSpec) -> None:
+        self.spec = spec
+        self.gathered: list[Record] = []
+
+    def after_benchmark(self, ctx: DistContext, log: RankLog) -> None:
+        """Rank 0 collects every rank's new records and rewrites results.json."""
+        everyone = ctx.gather_to_root(log.take_unsent())
+        if ctx.rank != 0 or everyone is None:
+            return
+        for recs in everyone:
+            self.gathered.extend(recs)
+        finalize(self.spec, records=self.gathered, failures=[], world_size=ctx.world_size,
+                 running=True)  # fmt: skip
+
+    def finished(self, ctx: DistContext) -> None:
+        if ctx.rank == 0:
+            self._finish(ctx.world_size)
+
+    def failed(self, ctx: DistContext, log: RankLog) -> None:
+        """No parent assembles the run: the ranks say what happened.
+
+        A rank that failed on its own says so on stderr; rank 0 rewrites results.json from what
+        it gathered and what the partial files it can see hold, and names the first cause.
+        """
+        mine = [r for r in read_rank_file(log.path) if isinstance(r, Error)]
+        if mine and not mine[-1].while_waiting:
+            print(f"clusterbench: rank {ctx.rank} on host {ctx.host} failed in "
+                  f"{mine[-1].benchmark}: {mine[-1].message}", file=sys.stderr)  # fmt: skip
+        if ctx.rank != 0:
+            return
+        if not mine or mine[-1].while_waiting:
+            time.sleep(1.0)  # let the rank that failed first write its record
+        results = self._finish(ctx.world_size)
+        if results.errors:
+            print(f"clusterbench: run failed: {results.errors[0].message}; results kept in "
+                  f"{self.spec.run_dir}", file=sys.stderr)  # fmt: skip
+
+    def interrupted(self, ctx: DistContext) -> None:
+        if ctx.rank == 0:
+            self._finish(ctx.world_size, interrupted=True)
+            print(f"clusterbench: interrupted; results kept in {self.spec.run_dir}",
+                  file=sys.stderr)  # fmt: skip
+
+    def _finish(self, world_size: int, *, interrupted: bool = False) -> Results:
+        records = dedupe([*self.gathered, *read_records(Path(self.spec.run_dir))])
+        return finalize(self.spec, records=records, failures=[], world_size=world_size,
+                        interrupted=interrupted)  # fmt: skip

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
 from tests.helpers import cpu_run
+
 from clusterbench.benchmarks.collectives_ops import OPS, bus_factor
 from clusterbench.schema import Results
 

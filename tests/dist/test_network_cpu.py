@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.helpers import cli
 
 from clusterbench import load_results
-from tests.helpers import cli
 
 pytestmark = pytest.mark.dist
 

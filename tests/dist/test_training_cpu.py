@@ -4,16 +4,13 @@ strategy in one sweep run (ddp, fsdp2, zero2, zero1, tp, pp) plus the scaling se
 from __future__ import annotations
 
 import math
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-from clusterbench.report._training import training_section
 from tests.helpers import cpu_run
+
+from clusterbench.report.sections.training import section as training_section
 from clusterbench.schema import Results
 
 pytestmark = pytest.mark.dist
@@ -102,9 +99,7 @@ def test_replica_check_spots_one_differing_weight(tmp_path: Path, perturb: bool)
 def test_compiled_blocks_under_ddp_keep_replicas_in_sync(tmp_path: Path) -> None:
     # Compiled blocks with Dynamo's DDP graph splitting off: DDP's gradient hooks must still
     # fire, or the run fails in the replica check after the timed steps.
-    results = run_training(
-        tmp_path / "run", "training.compile=true", "training.world_sizes=1,2"
-    )
+    results = run_training(tmp_path / "run", "training.compile=true", "training.world_sizes=1,2")
     tokens = [m for m in results.measurements if m.metric == "tokens_per_s"]
     assert sorted(m.params["world_size"] for m in tokens) == [1, 2]
     assert all(m.params["compile"] is True for m in tokens)

@@ -10,7 +10,8 @@ import torch
 import torch.distributed as dist
 from tests.helpers import gpu_ctx
 
-from clusterbench.benchmarks.training.bench import TrainingConfig, training
+from clusterbench.benchmarks.training.bench import training
+from clusterbench.benchmarks.training.settings import TrainingConfig
 
 pytestmark = [
     pytest.mark.gpu,

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from clusterbench.analysis.attribution import (
+from clusterbench.analysis import attribution as attribution_analysis
+from clusterbench.benchmarks.attribution_trace import (
     Collective,
     Peaks,
     collective_waits,
@@ -15,8 +16,7 @@ from clusterbench.analysis.attribution import (
     start_lateness,
     step_breakdowns,
 )
-from clusterbench.analysis.attribution_findings import attribution_findings
-from clusterbench.report._attribution import attribution_section
+from clusterbench.report.sections import attribution as attribution_report
 from clusterbench.schema import Measurement, NcclRankInfo, Results, RunInfo, ToolInfo
 from clusterbench.thresholds import Thresholds
 
@@ -155,7 +155,7 @@ def ranks(*classes: tuple[float, float, float, float], lateness: list[float]) ->
 def test_verdict_names_the_dominant_class_with_evidence_and_fix() -> None:
     res = results(ranks((20, 10, 41, 29), (20, 10, 41, 29), lateness=[0.1, 0.0]))
     res.nccl = [NcclRankInfo(rank=0, host="h", transports={"NET/Socket": 2}, log="nccl/0")]
-    [verdict] = attribution_findings(res, thresholds=Thresholds())
+    [verdict] = attribution_analysis.findings(res, thresholds=Thresholds())
     assert verdict.id == "attribution.verdict" and verdict.severity == "warn"
     assert verdict.message.startswith("This run is communication-bound: 41% exposed")
     assert "2 GPUs" in verdict.message and "NET/Socket" in verdict.message
@@ -164,20 +164,22 @@ def test_verdict_names_the_dominant_class_with_evidence_and_fix() -> None:
 
 def test_verdict_on_cpu_workers_is_stated_not_judged() -> None:
     res = results(ranks((20, 10, 41, 29), (20, 10, 41, 29), lateness=[0.1, 0.0]), backend="gloo")
-    [verdict] = attribution_findings(res, thresholds=Thresholds())
+    [verdict] = attribution_analysis.findings(res, thresholds=Thresholds())
     assert verdict.severity == "info" and verdict.evidence["bound"] == "communication"
     assert "2 CPU ranks" in verdict.message
 
 
 def test_compute_bound_is_info() -> None:
-    [verdict] = attribution_findings(results(ranks((70, 10, 10, 10), lateness=[0.0])), Thresholds())
+    [verdict] = attribution_analysis.findings(
+        results(ranks((70, 10, 10, 10), lateness=[0.0])), Thresholds()
+    )
     assert verdict.severity == "info" and verdict.evidence["bound"] == "compute"
 
 
 def test_the_rank_everyone_waits_for_is_the_straggler() -> None:
     res = results(ranks((20, 10, 5, 65), (60, 10, 5, 25), (20, 10, 5, 65),
                         lateness=[0.0, 30.0, 0.2]))  # fmt: skip
-    found = {f.id: f for f in attribution_findings(res, thresholds=Thresholds())}
+    found = {f.id: f for f in attribution_analysis.findings(res, thresholds=Thresholds())}
     straggler = found["attribution.straggler"]
     assert straggler.severity == "fail" and straggler.scope == "host:h/cuda:1"
     assert straggler.evidence["rank"] == 1 and "Rank 1 (h cuda:1)" in straggler.message
@@ -187,7 +189,7 @@ def test_the_rank_everyone_waits_for_is_the_straggler() -> None:
 
 def test_no_straggler_when_starts_agree_or_the_late_rank_also_waits() -> None:
     def ids(res: Results) -> list[str]:
-        return [f.id for f in attribution_findings(res, Thresholds())]
+        return [f.id for f in attribution_analysis.findings(res, Thresholds())]
 
     close = results(ranks((20, 10, 5, 65), (60, 10, 5, 25), lateness=[0.0, 0.5]))
     assert "attribution.straggler" not in ids(close)
@@ -197,15 +199,12 @@ def test_no_straggler_when_starts_agree_or_the_late_rank_also_waits() -> None:
 
 def test_report_section_has_a_row_per_rank() -> None:
     res = results(ranks((20, 10, 41, 29), (20, 10, 41, 29), lateness=[0.1, 0.0]))
-    [grid] = attribution_section(res.measurements, multi_host=False).grids
+    [grid] = attribution_report.section(res.measurements, multi_host=False).grids
     assert [row[0] for row in grid.rows] == ["0", "1"]
     assert grid.rows[0][3] == "20.0" and grid.rows[0][5] == "41.0"
 
 
 def test_a_rank_busy_longer_than_its_peers_is_named() -> None:
-    from clusterbench.analysis.attribution_findings import busy_time_outliers
-    from clusterbench.schema import Measurement, Results, RunInfo, ToolInfo
-
     def ms(rank: int, coordination: float) -> list[Measurement]:
         base = {"rank": rank, "host": f"h{rank // 2}", "device": f"cuda:{rank % 2}",
                 "benchmark": "attribution", "params": {"rank_step": "mean"}}  # fmt: skip
@@ -219,11 +218,11 @@ def test_a_rank_busy_longer_than_its_peers_is_named() -> None:
     # ranks 0, 1, 3 wait 30% of the step for rank 2, which is busy 99% of it
     slow_ranks = [*ms(0, 30.0), *ms(1, 31.0), *ms(2, 1.0), *ms(3, 29.5)]
     slow = Results(tool=ToolInfo(version="0"), run=run, measurements=slow_ranks)
-    [finding] = busy_time_outliers(slow, mads=3.0, min_rel=0.05)
+    [finding] = attribution_analysis.busy_time_outliers(slow, mads=3.0, min_rel=0.05)
     assert finding.evidence["rank"] == 2 and finding.scope == "host:h1/cuda:0"
     even = Results(tool=ToolInfo(version="0"), run=run,
                    measurements=[*ms(0, 3.0), *ms(1, 3.2), *ms(2, 2.9), *ms(3, 3.1)])  # fmt: skip
-    assert busy_time_outliers(even, mads=3.0, min_rel=0.05) == []
+    assert attribution_analysis.busy_time_outliers(even, mads=3.0, min_rel=0.05) == []
 
 
 @pytest.mark.parametrize(("one_host", "severity"), [(True, "info"), (False, "fail")])
@@ -238,7 +237,22 @@ def test_straggler_among_cpu_ranks_of_one_host_is_not_judged(one_host: bool, sev
         x.model_copy(update={"host": host(x.rank), "device": f"cpu:{x.rank}"})
         for x in res.measurements
     ]
-    found = {f.id: f for f in attribution_findings(res, thresholds=Thresholds())}
+    found = {f.id: f for f in attribution_analysis.findings(res, thresholds=Thresholds())}
     straggler = found["attribution.straggler"]
     assert straggler.severity == severity and straggler.evidence["rank"] == 1
     assert ("4 CPU ranks share the cores of h" in straggler.message) == one_host
+
+
+def test_config_takes_the_check_workloads_and_refuses_unknown_models() -> None:
+    from clusterbench.config import ConfigError, build_run_config
+
+    cfg = build_run_config(
+        device_type="cpu", suite="standard", sets=["attribution.model=comm_heavy"]
+    )
+    assert cfg.benchmarks["attribution"].model == "comm_heavy"
+    with pytest.raises(
+        ConfigError, match=r"input should be 'tiny', .* 'comm_heavy' or 'gemm_heavy'"
+    ):
+        build_run_config(device_type="cpu", suite="standard", sets=["attribution.model=nosuch"])
+    with pytest.raises(ConfigError, match="active must be >= 1"):
+        build_run_config(device_type="cpu", suite="standard", sets=["attribution.active=0"])

@@ -12,11 +12,11 @@ from tests.helpers import one_rank_ctx
 from torch import nn
 from torch.nn import functional as F
 
-from clusterbench.analysis.checkpoint import checkpoint_findings
-from clusterbench.benchmarks import _state_io as io
+from clusterbench.analysis import checkpoint as checkpoint_analysis
 from clusterbench.benchmarks import checkpoint as ck
+from clusterbench.benchmarks import checkpoint_io as io
 from clusterbench.benchmarks.training.workload import Batch, Workload
-from clusterbench.config import Thresholds
+from clusterbench.config import ConfigError, Thresholds, build_run_config
 from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import Measurement, Results, RunInfo, ToolInfo
 
@@ -120,8 +120,8 @@ def test_findings() -> None:
         _m("async_stall_pct", 25.0, format="dcp_async"),
         _m("free_space_gb", 6.0, directory="/d", filesystem="ext4", checkpoint_bytes=5e9),
     ]
-    findings = checkpoint_findings(Results(tool=ToolInfo(version="0"), run=run, measurements=ms),
-                                   Thresholds())  # fmt: skip
+    results = Results(tool=ToolInfo(version="0"), run=run, measurements=ms)
+    findings = checkpoint_analysis.findings(results, Thresholds())
     by_id = {f.id: f for f in findings}
     assert set(by_id) == {"checkpoint.slow_save", "checkpoint.async_stall",
                           "checkpoint.low_free_space"}  # fmt: skip
@@ -129,7 +129,13 @@ def test_findings() -> None:
     assert "dcp" not in by_id["checkpoint.slow_save"].evidence["save_gbps"]
     assert by_id["checkpoint.async_stall"].severity == "warn"
     cpu_run = run.model_copy(update={"backend": "gloo"})  # CPU ranks share the cores: info
-    on_cpu = checkpoint_findings(Results(tool=ToolInfo(version="0"), run=cpu_run, measurements=ms),
-                                 Thresholds())  # fmt: skip
+    on_cpu = checkpoint_analysis.findings(results.model_copy(update={"run": cpu_run}), Thresholds())
     assert {f.id: f.severity for f in on_cpu}["checkpoint.async_stall"] == "info"
     assert io.filesystem_of(Path("/")) != ""
+
+
+def test_config_rejects_an_unknown_format() -> None:
+    with pytest.raises(ConfigError, match="input should be 'torch', 'safetensors', 'dcp' or"):
+        build_run_config(device_type="cpu", suite="standard", sets=["checkpoint.formats=zip"])
+    with pytest.raises(ConfigError, match="repeats must be >= 1"):
+        build_run_config(device_type="cpu", suite="standard", sets=["checkpoint.repeats=0"])

@@ -9,9 +9,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from clusterbench.analysis import analyze
 from clusterbench.analysis.collectives import (
-    collective_findings,
+    findings,
     inter_node_peak_gbps,
     node_pair_findings,
 )
@@ -31,8 +30,9 @@ from clusterbench.benchmarks.collectives_ops import (
     size_sweep,
     usable_sizes,
 )
-from clusterbench.config import Thresholds
-from clusterbench.report._collectives import collective_grids
+from clusterbench.config import ConfigError, Thresholds, build_run_config
+from clusterbench.registry import analyze
+from clusterbench.report.sections.collectives import collective_grids
 from clusterbench.schema import (
     GpuInfo,
     GpuSpecRef,
@@ -93,10 +93,14 @@ def test_size_sweep_rounding_and_memory_cap() -> None:
 
 def test_config_validation_and_presets() -> None:
     assert CollectivesConfig(dtype="float32").dtype == "fp32"
-    with pytest.raises(ValueError, match="unknown op"):
-        CollectivesConfig(ops=["all_reduce", "reduce"])
-    with pytest.raises(ValueError, match="unknown mode"):
-        CollectivesConfig(modes=["async"])
+    sets = ["collectives.dtype=fp16", "collectives.ops=all_reduce,broadcast"]
+    cfg = build_run_config(device_type="cpu", sets=sets).benchmarks["collectives"]
+    assert (cfg.dtype, cfg.ops) == ("fp16", ["all_reduce", "broadcast"])
+    for bad in ("ops=all_reduce,reduce", "modes=async", "groups=racks", "dtype=int8"):
+        with pytest.raises(ConfigError, match=r"collectives\.\w+: input should be"):
+            build_run_config(device_type="cpu", sets=[f"collectives.{bad}"])
+    with pytest.raises(ConfigError, match="ops must not be empty"):
+        build_run_config(device_type="cpu", sets=["collectives.ops="])
     with pytest.raises(ValueError, match="factor"):
         CollectivesConfig(factor=1)
     cpu = CollectivesConfig.preset(suite="quick", device_type="cpu")
@@ -208,7 +212,7 @@ def gpu_host(name: str = "h1", *, nics: list[NicInfo] | None = None) -> HostInfo
 
 def test_wrong_results_fail_naming_op_and_group() -> None:
     r = results([coll("num_wrong", 0, op="broadcast"), coll("num_wrong", 12)], hosts=[gpu_host()])
-    found = [f for f in collective_findings(r, Thresholds()) if f.severity == "fail"]
+    found = [f for f in findings(r, Thresholds()) if f.severity == "fail"]
     assert [f.id for f in found] == ["collectives.wrong_results"]
     assert "all_reduce" in found[0].message and "world" in found[0].message
 
@@ -216,13 +220,13 @@ def test_wrong_results_fail_naming_op_and_group() -> None:
 def test_low_busbw_warns_against_nvlink_spec() -> None:
     small = coll("busbw", 500.0, size_bytes=MIB)  # not the largest size: not judged
     slow = results([coll("busbw", 300.0), small], hosts=[gpu_host()])
-    found = collective_findings(slow, Thresholds())
+    found = findings(slow, Thresholds())
     assert [f.id for f in found] == ["collectives.low_busbw"]
     assert found[0].evidence["peak_gbps"] == 450 and found[0].severity == "warn"
     healthy = results([coll("busbw", 370.0)], hosts=[gpu_host()])
-    assert collective_findings(healthy, Thresholds()) == []
+    assert findings(healthy, Thresholds()) == []
     cpu = results([coll("busbw", 1.0)], hosts=[HostInfo(hostname="h1")], backend="gloo")
-    assert collective_findings(cpu, Thresholds()) == []
+    assert findings(cpu, Thresholds()) == []
     assert "collectives.low_busbw" in [f.id for f in analyze(slow, Thresholds())]
 
 
@@ -233,10 +237,10 @@ def test_low_busbw_across_nodes_uses_the_nic_share_per_gpu() -> None:
     hosts = [gpu_host("h1", nics=nics), gpu_host("h2", nics=nics)]
     assert inter_node_peak_gbps(hosts[0]) == pytest.approx(50.0)  # 8 x 400 Gb/s / 8 / 8 GPUs
     rail = coll("busbw", 30.0, group="rail0", group_kind="inter_node")
-    found = collective_findings(results([rail], hosts=hosts, num_nodes=2), Thresholds())
+    found = findings(results([rail], hosts=hosts, num_nodes=2), Thresholds())
     assert [f.id for f in found] == ["collectives.low_busbw"]
     good = coll("busbw", 46.0, group="rail0", group_kind="inter_node")
-    assert collective_findings(results([good], hosts=hosts, num_nodes=2), Thresholds()) == []
+    assert findings(results([good], hosts=hosts, num_nodes=2), Thresholds()) == []
 
 
 def pair(a: str, b: str, value: float) -> Measurement:
@@ -294,15 +298,15 @@ def test_low_busbw_uses_what_healthy_nvlink_reaches_when_known() -> None:
     )  # fmt: skip
     # 2x H200 measured: all_reduce 344.5, all_gather 296.9 GB/s at 8 GiB -> healthy, no finding
     healthy = [coll("busbw", 344.5), coll("busbw", 296.9, op="all_gather")]
-    assert collective_findings(results(healthy, hosts=[host]), Thresholds()) == []
+    assert findings(results(healthy, hosts=[host]), Thresholds()) == []
     # traffic forced onto sockets: 3.1 GB/s at 128 MiB -> warn against 342
     sockets = coll("busbw", 3.1, size_bytes=128 * MIB)
-    found = collective_findings(results([sockets], hosts=[host]), Thresholds())
+    found = findings(results([sockets], hosts=[host]), Thresholds())
     assert [f.id for f in found] == ["collectives.low_busbw"]
     assert found[0].evidence["peak_gbps"] == 342.0 and "128 MiB" in found[0].message
     # a sweep that stops at 1 MiB cannot judge the link
     tiny = coll("busbw", 20.0, size_bytes=MIB)
-    assert collective_findings(results([tiny], hosts=[host]), Thresholds()) == []
+    assert findings(results([tiny], hosts=[host]), Thresholds()) == []
 
 
 @pytest.mark.parametrize("name", ["all_reduce", "broadcast"])

@@ -12,11 +12,12 @@ from tests.helpers import one_rank_ctx
 from torch import nn
 from torch.nn import functional as F
 
-from clusterbench.analysis.input_pipeline import input_findings
-from clusterbench.benchmarks import _input_data as data
+from clusterbench.analysis import dataloader as dataloader_analysis
 from clusterbench.benchmarks import dataloader as dl
+from clusterbench.benchmarks import dataloader_workload
+from clusterbench.benchmarks.dataloader_datasets import write_tokens
 from clusterbench.benchmarks.training.workload import Batch, Workload
-from clusterbench.config import Thresholds
+from clusterbench.config import ConfigError, Thresholds, build_run_config
 from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import Measurement, Results, RunInfo, ToolInfo
 
@@ -42,8 +43,8 @@ def _decoder(seq_len: int = 16, vocab: int = 100) -> Workload:
 
 
 def _workload(name: str, *, device: torch.device, seq_len: int | None = None) -> Workload:
-    if name == data.SMALL_CNN:
-        return data.small_cnn_workload(device=device)
+    if name == dataloader_workload.SMALL_CNN:
+        return dataloader_workload.small_cnn_workload(device=device)
     return _decoder(seq_len or 16)
 
 
@@ -107,13 +108,13 @@ def test_slow_loader_is_input_bound() -> None:
                                workload=_decoder(), settings=settings, batch_size=4))  # fmt: skip
     busy = [m for m in ms if m.metric == "gpu_busy"]
     assert busy and all(m.value < 90 for m in busy)
-    findings = input_findings(_results(ms), Thresholds())
+    findings = dataloader_analysis.findings(_results(ms), Thresholds())
     ids = {f.id for f in findings}
     assert "dataloader.input_bound" in ids and "dataloader.slow_default_loader" in ids
     bound = next(f for f in findings if f.id == "dataloader.input_bound")
     assert bound.severity == "warn" and "num_workers=0" in bound.fix
     # CPU workers are their own input pipeline: there the finding only informs
-    on_cpu = input_findings(_results(ms, backend="gloo"), Thresholds())
+    on_cpu = dataloader_analysis.findings(_results(ms, backend="gloo"), Thresholds())
     assert next(f for f in on_cpu if f.id == "dataloader.input_bound").severity == "info"
 
 
@@ -130,26 +131,28 @@ def test_sweep_caps_workers_and_pins_only_on_cuda() -> None:
 
 def test_token_shard_windows() -> None:
     with tempfile.TemporaryDirectory() as root:
-        shard = data.write_tokens(Path(root) / "t.bin", num=5, workload=_decoder(seq_len=8))
+        shard = write_tokens(Path(root) / "t.bin", num=5, workload=_decoder(seq_len=8))
         x, y = shard[2]
         assert len(shard) == 5 and x.shape == (8,) and torch.equal(x[1:], y[:-1])
         assert int(x.max()) < 100
 
 
-def test_config_rejects_bad_values() -> None:
-    with pytest.raises(ValueError, match="unknown dataset"):
-        dl.DataloaderConfig(datasets=["video"])
-    with pytest.raises(ValueError, match="image_format"):
-        dl.DataloaderConfig(image_format="gif")
-    with pytest.raises(ValueError, match="feeds a decoder"):
-        dl.DataloaderConfig(model="bert_large")
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("dataloader.datasets=video", "input should be 'images' or 'tokens'"),
+        ("dataloader.image_format=gif", "input should be 'jpeg' or 'png'"),
+        ("dataloader.precision=fp16", "input should be 'fp32' or 'bf16'"),
+        ("dataloader.model=bert_large", "input should be 'tiny', '125m'"),
+        ("dataloader.num_workers=-1", "num_workers must be >= 0"),
+    ],
+)
+def test_config_rejects_bad_values(setting: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        build_run_config(device_type="cpu", suite="standard", sets=[setting])
 
 
 def test_defaults_below_but_best_settings_fine_is_not_input_bound() -> None:
-    from clusterbench.analysis.input_pipeline import input_findings
-    from clusterbench.config import Thresholds
-    from clusterbench.schema import Measurement, Results, RunInfo, ToolInfo
-
     def busy(value: float, choice: str, workers: int) -> Measurement:
         return Measurement(
             benchmark="dataloader", metric="gpu_busy", value=value, unit="%", rank=0, host="h",
@@ -162,7 +165,8 @@ def test_defaults_below_but_best_settings_fine_is_not_input_bound() -> None:
                   backend="nccl", command="c")  # fmt: skip
     fixed = Results(tool=ToolInfo(version="0"), run=run,
                     measurements=[busy(93.0, "best", 4), busy(85.0, "default", 0)])  # fmt: skip
-    assert [f.id for f in input_findings(fixed, Thresholds())] == []
+    assert [f.id for f in dataloader_analysis.findings(fixed, Thresholds())] == []
     still = Results(tool=ToolInfo(version="0"), run=run,
                     measurements=[busy(60.0, "best", 4), busy(40.0, "default", 0)])  # fmt: skip
-    assert [f.id for f in input_findings(still, Thresholds())] == ["dataloader.input_bound"]
+    found = dataloader_analysis.findings(still, Thresholds())
+    assert [f.id for f in found] == ["dataloader.input_bound"]

@@ -9,10 +9,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from clusterbench.cli import app
 from clusterbench.launchers import (
+    DEFAULT_IMAGE,
     LaunchSpec,
     k8s_manifest,
     mpi_command,
@@ -79,36 +81,77 @@ def test_mpi_command() -> None:
     assert argv[-6:] == ["clusterbench", "run", "--suite", "standard", "--only", "network"]
 
 
-def test_k8s_manifest_json_and_yaml() -> None:
-    manifest = json.loads(k8s_manifest(SPEC, fmt="json"))
-    assert manifest["kind"] == "PyTorchJob"
-    replicas = manifest["spec"]["pytorchReplicaSpecs"]
-    assert replicas["Master"]["replicas"] == 1 and replicas["Worker"]["replicas"] == 3
-    pod = replicas["Worker"]["template"]["spec"]
-    container = pod["containers"][0]
-    assert container["name"] == "pytorch"
-    assert container["resources"]["limits"]["nvidia.com/gpu"] == 8
-    assert "--nnodes=4" in container["args"] and "--nproc-per-node=8" in container["args"]
-    assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
-    assert pod["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
-    single = json.loads(k8s_manifest(LaunchSpec(nodes=1, gpus_per_node=2), fmt="json"))
-    assert list(single["spec"]["pytorchReplicaSpecs"]) == ["Master"]
-    text = k8s_manifest(SPEC)
-    assert "    Worker:\n      replicas: 3\n" in text
-
-
-def test_to_yaml_round_trips_when_pyyaml_is_installed() -> None:
-    yaml = pytest.importorskip("yaml")
-    manifest = json.loads(k8s_manifest(SPEC, fmt="json"))
-    assert yaml.safe_load(k8s_manifest(SPEC)) == manifest
-    odd = {"a": ["x: y", "#z", "", 'q"'], "b": {}, "c": [], "d": [[1, 2], {"e": True}]}
-    assert yaml.safe_load(to_yaml(odd)) == odd
-
-
-def test_to_yaml_shapes() -> None:
-    assert to_yaml({"a": 1, "b": ["x", {"c": "d", "e": 2}], "f": {}}) == (
-        'a: 1\nb:\n  - "x"\n  - c: "d"\n    e: 2\nf: {}\n'
+def test_k8s_manifest_yaml_structure() -> None:
+    spec = LaunchSpec(
+        nodes=4,
+        gpus_per_node=8,
+        suite="standard",
+        run_args=("--only", "network"),
+        env=(("NCCL_SOCKET_IFNAME", "eth0"), ("NCCL_DEBUG", "INFO"), ("FLAG", "true")),
     )
+    manifest = yaml.safe_load(k8s_manifest(spec))
+    assert list(manifest) == ["apiVersion", "kind", "metadata", "spec"]  # sort_keys=False
+    assert manifest["apiVersion"] == "kubeflow.org/v1" and manifest["kind"] == "PyTorchJob"
+    assert manifest["metadata"] == {"name": "clusterbench"}
+    replicas = manifest["spec"]["pytorchReplicaSpecs"]
+    assert list(replicas) == ["Master", "Worker"]
+    assert replicas["Master"]["replicas"] == 1 and replicas["Worker"]["replicas"] == 3
+    for replica in replicas.values():
+        assert replica["restartPolicy"] == "Never"
+        pod = replica["template"]["spec"]
+        assert pod["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+        (container,) = pod["containers"]
+        assert container["name"] == "pytorch" and container["image"] == DEFAULT_IMAGE
+        assert container["command"] == ["torchrun"]
+        assert container["args"] == [
+            "--nnodes=4",
+            "--nproc-per-node=8",
+            "--node-rank=$(RANK)",
+            "--master-addr=$(MASTER_ADDR)",
+            "--master-port=$(MASTER_PORT)",
+            *("-m", "clusterbench", "run", "--suite", "standard", "--only", "network"),
+        ]
+        assert container["ports"] == [{"name": "pytorchjob-port", "containerPort": 29500}]
+        assert container["resources"] == {"limits": {"nvidia.com/gpu": 8}}
+        assert container["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
+        # values stay strings, "true" included
+        assert container["env"] == [
+            {"name": "NCCL_SOCKET_IFNAME", "value": "eth0"},
+            {"name": "NCCL_DEBUG", "value": "INFO"},
+            {"name": "FLAG", "value": "true"},
+        ]
+    assert replicas["Master"]["template"] == replicas["Worker"]["template"]
+
+
+def test_k8s_manifest_yaml_matches_json() -> None:
+    for spec in (SPEC, LaunchSpec(nodes=1, gpus_per_node=2, port=1234, name="one-node")):
+        assert yaml.safe_load(k8s_manifest(spec)) == json.loads(k8s_manifest(spec, fmt="json"))
+
+
+def test_k8s_manifest_single_node_has_no_worker_and_no_env() -> None:
+    manifest = yaml.safe_load(k8s_manifest(LaunchSpec(nodes=1, gpus_per_node=2)))
+    replicas = manifest["spec"]["pytorchReplicaSpecs"]
+    assert list(replicas) == ["Master"] and replicas["Master"]["replicas"] == 1
+    (container,) = replicas["Master"]["template"]["spec"]["containers"]
+    assert "env" not in container
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 2
+
+
+def test_k8s_manifest_yaml_writes_both_templates_in_full() -> None:
+    # a dict shared between Master and Worker would be dumped as an anchor and an alias
+    events = yaml.parse(k8s_manifest(SPEC))
+    assert not any(isinstance(e, yaml.AliasEvent) or getattr(e, "anchor", None) for e in events)
+
+
+def test_to_yaml_round_trips_odd_values_in_order() -> None:
+    odd = {
+        "z": ["x: y", "#z", "", 'q"', "8", "yes", "null", "ünï", "a " * 60],
+        "b": {},
+        "c": [],
+        "d": [[1, 2], {"e": True, "f": None, "g": 1.5}],
+    }
+    loaded = yaml.safe_load(to_yaml(odd))
+    assert loaded == odd and list(loaded) == ["z", "b", "c", "d"]
 
 
 def test_spec_checks() -> None:
@@ -128,7 +171,12 @@ def test_cli_launch_slurm_and_out_file(tmp_path: Path) -> None:
     args = ["launch", "--k8s", "--nodes", "2", "--gpus-per-node", "8", "--out", str(out)]
     result = runner.invoke(app, [*args, "--", "--only", "network"])
     assert result.exit_code == 0, result.output
-    assert '"--only"' in out.read_text() and "replicas: 1" in out.read_text()
+    manifest = yaml.safe_load(out.read_text(encoding="utf-8"))
+    assert manifest["kind"] == "PyTorchJob"
+    replicas = manifest["spec"]["pytorchReplicaSpecs"]
+    assert replicas["Master"]["replicas"] == 1 and replicas["Worker"]["replicas"] == 1
+    args = replicas["Worker"]["template"]["spec"]["containers"][0]["args"]
+    assert "--nnodes=2" in args and args[-2:] == ["--only", "network"]
 
 
 @pytest.mark.parametrize(

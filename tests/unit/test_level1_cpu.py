@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,8 +16,9 @@ from clusterbench.benchmarks import gemm as gemm_mod
 from clusterbench.benchmarks import memory as memory_mod
 from clusterbench.benchmarks.gemm import TOLERANCE, GemmConfig, gemm, parse_shape
 from clusterbench.benchmarks.memory import MemoryConfig, memory
-from clusterbench.benchmarks.registry import get
 from clusterbench.benchmarks.transfer import TransferConfig
+from clusterbench.config import ConfigError, build_run_config
+from clusterbench.registry import get
 from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import Measurement
 
@@ -178,28 +180,51 @@ def test_memory_counts_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
         (GemmConfig, {"shapes": ["0x16x16"]}),
         (GemmConfig, {"shapes": ["16x-4x16"]}),
         (GemmConfig, {"shapes": []}),
-        (GemmConfig, {"dtypes": ["fp64"]}),
         (GemmConfig, {"dtypes": []}),
-        (GemmConfig, {"shapes_by_dtype": {"int8": ["8x8x8"]}}),
         (GemmConfig, {"shapes_by_dtype": {"bf16": ["8x8"]}}),
         (GemmConfig, {"repeats": 0}),
         (GemmConfig, {"warmup": -1}),
         (MemoryConfig, {"size_bytes": 0}),
         (MemoryConfig, {"size_bytes": -4}),
         (MemoryConfig, {"size_bytes": 6}),
-        (MemoryConfig, {"ops": ["triad"]}),
+        (MemoryConfig, {"ops": []}),
         (MemoryConfig, {"repeats": 0}),
         (TransferConfig, {"pinned_size_bytes": 0}),
         (TransferConfig, {"pageable_size_bytes": -1}),
         (TransferConfig, {"p2p_size_bytes": 0}),
-        (TransferConfig, {"directions": ["sideways"]}),
-        (TransferConfig, {"memory": ["managed"]}),
+        (TransferConfig, {"directions": []}),
+        (TransferConfig, {"memory": []}),
         (TransferConfig, {"repeats": 0}),
     ],
 )
 def test_bad_settings_raise(cls: type, kwargs: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         cls(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("setting", "bad"),
+    [
+        ("gemm.dtypes=bf16,fp64", "fp64"),
+        ("memory.ops=copy,triad", "triad"),
+        ("transfer.directions=sideways", "sideways"),
+        ("transfer.memory=managed", "managed"),
+    ],
+)
+def test_unknown_choices_are_refused_by_config(setting: str, bad: str) -> None:
+    # Choices are Literal types: config validates them by the settings' type hints.
+    benchmark = setting.split(".")[0]
+    with pytest.raises(ConfigError, match="input should be") as exc:
+        build_run_config(device_type="cuda", only=[benchmark], sets=[setting])
+    assert setting.split("=")[0] in str(exc.value) and bad in str(exc.value)
+
+
+def test_unknown_dtype_in_shapes_by_dtype_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text('[gemm]\nshapes_by_dtype = { int8 = ["8x8x8"] }\n')
+    with pytest.raises(ConfigError, match=r"gemm\.shapes_by_dtype") as exc:
+        build_run_config(device_type="cuda", only=["gemm"], config_file=path)
+    assert "'bf16'" in str(exc.value) and "int8" in str(exc.value)
 
 
 def test_parse_shape() -> None:
@@ -236,7 +261,7 @@ def test_preset_rejects_unknown_names(cls: Any) -> None:
 
 
 def test_registration() -> None:
-    assert get("gemm").config_cls is GemmConfig
+    assert get("gemm").settings is GemmConfig
     assert (get("gemm").level, get("gemm").scope) == (1, "per_device")
     assert get("memory").supports("cpu") and get("memory").supports("cuda")
     assert not get("transfer").supports("cpu")

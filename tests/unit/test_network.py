@@ -9,15 +9,15 @@ import socket
 import pytest
 
 from clusterbench.analysis.network import (
+    findings,
     internode_capacity_findings,
-    network_findings,
     nic_state_findings,
     rdma_bandwidth_findings,
     tcp_throughput_findings,
 )
-from clusterbench.benchmarks import _nettools as tools
+from clusterbench.benchmarks import network_tools as tools
 from clusterbench.benchmarks.network import NetworkConfig, round_robin
-from clusterbench.config import Thresholds
+from clusterbench.config import ConfigError, Thresholds, build_run_config
 from clusterbench.schema import Measurement, ParamValue, Reference, Results, RunInfo, ToolInfo
 
 # The shape of `iperf3 -c HOST -P 2 -t 2 -J` (iperf 3.x), trimmed to the fields we read.
@@ -123,6 +123,8 @@ def test_config_presets_and_checks() -> None:
     assert NetworkConfig.preset(suite="full", device_type="cuda").streams == 8
     with pytest.raises(ValueError, match="streams"):
         NetworkConfig(streams=0)
+    with pytest.raises(ConfigError, match=r"network\.tool: input should be 'auto', 'iperf3'"):
+        build_run_config(device_type="cpu", only=["network"], sets=["network.tool=netcat"])
     with pytest.raises(ValueError, match="unknown suite"):
         NetworkConfig.preset(suite="huge", device_type="cpu")
 
@@ -233,10 +235,10 @@ def test_internode_capacity_only_for_models_above_7b() -> None:
 
 def test_network_findings_reads_the_thresholds() -> None:
     results = _results(_nic("a", "eth0", 100, "up", kind="ethernet"), _tcp(50, 100))
-    ids = [f.id for f in network_findings(results, Thresholds())]
+    ids = [f.id for f in findings(results, Thresholds())]
     assert ids == ["network.low_tcp_throughput"]
     big = Thresholds(model_params_b=70.0, network_min_efficiency=0.4)
-    assert [f.id for f in network_findings(results, big)] == ["network.internode_too_slow"]
+    assert [f.id for f in findings(results, big)] == ["network.internode_too_slow"]
 
 
 def test_socket_test_against_a_closed_port_raises() -> None:

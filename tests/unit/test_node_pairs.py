@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from clusterbench.analysis.network import network_findings, slow_node_pair_findings
+from clusterbench.analysis.network import findings, slow_node_pair_findings
 from clusterbench.analysis.node_pairs import (
     format_pair_value,
     slow_node_pairs,
@@ -98,7 +98,7 @@ def test_healthy_nodes_with_jitter_give_nothing() -> None:
 
 def test_two_nodes_give_nothing() -> None:
     ms = [_tcp("a", "b", SLOW_GBPS), _tcp("b", "a", FAST_GBPS)]
-    assert network_findings(_results(ms, 2), Thresholds()) == []
+    assert findings(_results(ms, 2), Thresholds()) == []
     assert slow_node_pairs({("a", "b"): 0.01, ("b", "a"): 10.0}, mads=3.0, min_rel=0.05) is None
 
 

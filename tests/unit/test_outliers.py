@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import pytest
 
-from clusterbench.analysis.outliers import better_direction, peer_outliers, robust_zscores
+from clusterbench.analysis.outliers import (
+    _SKIP_BENCHMARKS,
+    peer_outliers,
+    robust_zscores,
+)
+from clusterbench.metrics import better_direction, declared_sets
 from clusterbench.schema import Finding, Measurement, ParamValue, Reference
 
 MADS, MIN_REL = 3.0, 0.05
@@ -201,3 +207,46 @@ def test_cpu_ranks_sharing_a_host_are_reported_not_judged() -> None:
     # one CPU rank per host: separate machines, so the slow one is judged
     apart = outliers([meas(v, device="cpu:0", host=f"n{i}") for i, v in enumerate(values)])
     assert [(f.scope, f.severity) for f in apart] == [("host:n4/cpu:0", "fail")]
+
+
+# Every benchmark's measurement module (each declares its MetricSet there, or will once converted).
+BENCHMARK_MODULES = [
+    f"clusterbench.benchmarks.{name}"
+    for name in (
+        "doctor",
+        "selftest",
+        "gemm",
+        "memory",
+        "transfer",
+        "network",
+        "collectives",
+        "dataloader",
+        "checkpoint",
+        "training.bench",
+        "attribution",
+    )
+]
+
+
+def test_declared_better_agrees_with_the_unit_rule() -> None:
+    """The declarations drive the peer comparison (and the report) where the unit rule did: they
+    must agree with it wherever it gives a direction, and say "none" where it gave none for the
+    benchmarks that are peer-compared, or the peer comparison would change."""
+    for module in BENCHMARK_MODULES:
+        importlib.import_module(module)
+    sets = declared_sets()
+    assert {"doctor", "selftest", "gemm", "memory", "transfer"} <= set(sets)
+    for benchmark, metrics in sets.items():
+        for metric in metrics:
+            rule = better_direction(metric.unit)
+            if rule is not None:
+                assert metric.better == rule, f"{metric} ({metric.unit}): {metric.better} != {rule}"
+            elif benchmark not in _SKIP_BENCHMARKS:
+                assert metric.better == "none", f"{metric} ({metric.unit}) is compared by no rule"
+
+
+def test_undeclared_metric_falls_back_to_the_unit_rule() -> None:
+    values = list(JITTER)
+    values[2] = 600.0
+    kw = {"benchmark": "custom", "metric": "img_per_s", "unit": "img/s", "params": {}}
+    assert [f.scope for f in outliers(gpus(values, **kw))] == ["host:h1/cuda:2"]

@@ -6,10 +6,10 @@ import io
 
 from rich.console import Console
 
-from clusterbench.benchmarks.registry import BenchmarkSpec
+from clusterbench import registry
 from clusterbench.report.console import render_summary
 from clusterbench.report.listing import render_benchmark_list
-from clusterbench.report.markdown import render_markdown
+from clusterbench.report.markdown import render_markdown as markdown_of
 from clusterbench.schema import (
     ErrorRecord,
     Finding,
@@ -141,8 +141,12 @@ def make_results() -> Results:
 
 def render(results: Results) -> str:
     buf = io.StringIO()
-    render_summary(results, Console(file=buf, width=160))
+    render_summary(results, registry.summary_sections(results), Console(file=buf, width=160))
     return buf.getvalue()
+
+
+def render_markdown(results: Results) -> str:
+    return markdown_of(results, registry.summary_sections(results))
 
 
 def test_console_header_and_tables_show_achieved_next_to_limit() -> None:
@@ -218,20 +222,14 @@ def test_markdown_escapes_pipes() -> None:
 
 
 def test_benchmark_list() -> None:
-    spec = BenchmarkSpec(
-        name="gemm",
-        level=1,
-        scope="per_device",
-        description="Matrix-multiply throughput per dtype",
-        fn=lambda ctx, cfg: [],
-        config_cls=object,
-        devices=frozenset({"cuda", "cpu"}),
-    )
     buf = io.StringIO()
-    render_benchmark_list([spec], Console(file=buf, width=160))
+    render_benchmark_list(registry.all_benchmarks(), Console(file=buf, width=200))
     out = buf.getvalue()
     assert "gemm" in out and "1 (one node)" in out and "per_device" in out
-    assert "cpu, cuda" in out and "Matrix-multiply throughput per dtype" in out
+    assert "cpu, cuda" in out and "Matrix-multiply TFLOP/s per dtype" in out
+    assert "quick, standard, full" in out and "standard, full" in out and "(--only)" in out
+    # by level: the self-test and doctor first, training's benchmarks last
+    assert out.index("selftest") < out.index("gemm") < out.index("network") < out.index("training")
 
 
 # --- node-pair and network matrices ----------------------------------------------------------

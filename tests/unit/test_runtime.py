@@ -11,7 +11,16 @@ import torch
 from clusterbench.assemble import RunMeta, assemble_results
 from clusterbench.runtime.dist import cores_per_rank, set_rank_threads
 from clusterbench.runtime.launch import WorkerFailure, detect_launcher, export_dist_env
-from clusterbench.runtime.records import RankLog, read_records
+from clusterbench.runtime.records import (
+    End,
+    Error,
+    Hello,
+    MeasurementRecord,
+    RankLog,
+    Start,
+    parse_record,
+    read_records,
+)
 from clusterbench.runtime.timing import Stats, rate_stats
 from clusterbench.runtime.watchdog import EXIT_TIMEOUT
 
@@ -129,12 +138,12 @@ def _measurement(rank: int, bench: str) -> dict[str, object]:
 def test_assemble_names_the_culprit_not_the_waiter(tmp_path: Path) -> None:
     logs = [RankLog(tmp_path, r) for r in (0, 1)]
     for r, log in enumerate(logs):
-        log.write("hello", host=f"h{r}", local_rank=r, device=f"cpu:{r}")
-        log.write("start", benchmark="a")
-        log.write("measurement", data=_measurement(r, "a"))
-        log.write("end", benchmark="a")
-        log.write("start", benchmark="b")
-    logs[0].write("error", benchmark="b", message="timeout", while_waiting=True)
+        log.write(Hello(host=f"h{r}", local_rank=r, device=f"cpu:{r}"))
+        log.write(Start(benchmark="a"))
+        log.write(MeasurementRecord.model_validate({"data": _measurement(r, "a")}))
+        log.write(End(benchmark="a"))
+        log.write(Start(benchmark="b"))
+    logs[0].write(Error(benchmark="b", message="timeout", while_waiting=True))
     records = read_records(tmp_path)
     failures = [WorkerFailure(rank=1, exitcode=-9, message="")]
     res = assemble_results(records=records, meta=_meta(), failures=failures)
@@ -150,15 +159,44 @@ def test_assemble_names_the_culprit_not_the_waiter(tmp_path: Path) -> None:
 def test_assemble_complete_run_and_torn_line(tmp_path: Path) -> None:
     for r in (0, 1):
         log = RankLog(tmp_path, r)
-        log.write("hello", host="h", local_rank=r, device=f"cpu:{r}")
+        log.write(Hello(host="h", local_rank=r, device=f"cpu:{r}"))
         for b in ("a", "b"):
-            log.write("start", benchmark=b)
-            log.write("end", benchmark=b)
+            log.write(Start(benchmark=b))
+            log.write(End(benchmark=b))
         log.close()
     with open(tmp_path / "ranks" / "rank-00001.jsonl", "a") as fh:
         fh.write('{"kind": "measu')  # a rank killed mid-write
     res = assemble_results(records=read_records(tmp_path), meta=_meta(), failures=[])
     assert res.run.status == "completed" and res.errors == [] and res.run.unfinished == []
+
+
+def test_records_are_numbered_and_read_back_as_written(tmp_path: Path) -> None:
+    log = RankLog(tmp_path, 3, keep_unsent=True)
+    log.write(Hello(host="h", local_rank=3, device="cpu:3"))
+    log.write(Error(benchmark="b", message="boom", timeout=True))
+    log.close()
+    back = read_records(tmp_path)
+    assert [(r.kind, r.rank, r.seq) for r in back] == [("hello", 3, 0), ("error", 3, 1)]
+    assert back == log.take_unsent()
+    assert isinstance(back[1], Error) and back[1].timeout and not back[1].while_waiting
+    line = (tmp_path / "ranks" / "rank-00003.jsonl").read_text().splitlines()[1]
+    assert parse_record(line) == back[1]
+    with pytest.raises(ValueError):  # a kind nobody writes is refused, not guessed
+        parse_record({"kind": "nonsense", "rank": 0, "seq": 0})
+
+
+def test_assemble_keeps_a_running_status_only_while_nothing_failed(tmp_path: Path) -> None:
+    log = RankLog(tmp_path, 0)
+    log.write(Hello(host="h", local_rank=0, device="cpu:0"))
+    log.write(Start(benchmark="a"))
+    log.write(End(benchmark="a"))
+    meta = _meta()
+    running = assemble_results(records=read_records(tmp_path), meta=meta, failures=[], running=True)
+    assert running.run.status == "running" and running.run.finished is None
+    log.write(Start(benchmark="b"))
+    log.write(Error(benchmark="b", message="boom"))
+    failed = assemble_results(records=read_records(tmp_path), meta=meta, failures=[], running=True)
+    assert failed.run.status == "failed" and failed.run.finished == meta.finished
 
 
 def test_deadline_ends_a_hung_process(tmp_path: Path) -> None:

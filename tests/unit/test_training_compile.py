@@ -12,14 +12,10 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from clusterbench.benchmarks.training.blocks import iter_blocks
 from clusterbench.benchmarks.training.models import build_workload
-from clusterbench.benchmarks.training.strategies import (
-    Case,
-    build_trainer,
-    case_scope,
-    check_applicable,
-    iter_blocks,
-)
+from clusterbench.benchmarks.training.settings import Case
+from clusterbench.benchmarks.training.strategies import build_trainer, case_scope, check_applicable
 
 CPU = torch.device("cpu")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusterbench.analysis.training import training_findings
+from clusterbench.analysis import training
 from clusterbench.schema import Finding, Measurement, ParamValue, Results, RunInfo, ToolInfo
 from clusterbench.thresholds import Thresholds
 
@@ -22,7 +22,7 @@ def findings(ms: list[Measurement], *, backend: str = "nccl",
                   backend=backend, command="c")  # fmt: skip
     results = Results(tool=ToolInfo(version="0"), run=run, measurements=ms)
     # the defaults: the seed's 90% / 80% / 40%
-    return training_findings(results, thresholds=thresholds or Thresholds())
+    return training.findings(results, thresholds=thresholds or Thresholds())
 
 
 @pytest.mark.parametrize(

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import typing
+
 import pytest
 import torch
 
-from clusterbench.benchmarks.training.bench import TrainingConfig, default_world_sizes
+from clusterbench.benchmarks.training.bench import default_world_sizes
 from clusterbench.benchmarks.training.decoder import (
     decoder_flops_per_token,
     decoder_recompute_flops,
 )
 from clusterbench.benchmarks.training.encoder import Bert, encoder_flops_per_sequence
-from clusterbench.benchmarks.training.metrics import (
+from clusterbench.benchmarks.training.formulas import (
     idle_fraction,
     mfu,
     strong_scaling_efficiency,
@@ -20,9 +22,17 @@ from clusterbench.benchmarks.training.metrics import (
 from clusterbench.benchmarks.training.models import (
     DECODER_PRESETS,
     ENCODER_PRESETS,
+    PRESETS,
+    VISION_PRESETS,
+    DecoderModel,
+    EncoderModel,
+    Model,
+    VisionModel,
     build_workload,
 )
 from clusterbench.benchmarks.training.pipeline import stage_layers
+from clusterbench.benchmarks.training.settings import TrainingConfig
+from clusterbench.config import ConfigError, build_run_config
 
 CPU = torch.device("cpu")
 
@@ -107,18 +117,38 @@ def test_world_sizes_and_stages() -> None:
     assert [list(stage_layers(5, num_stages=2, stage=s)) for s in (0, 1)] == [[0, 1, 2], [3, 4]]
 
 
+def test_model_names_are_the_preset_tables_keys() -> None:
+    assert set(DECODER_PRESETS) == set(typing.get_args(DecoderModel))
+    assert set(ENCODER_PRESETS) == set(typing.get_args(EncoderModel))
+    assert set(VISION_PRESETS) == set(typing.get_args(VisionModel))
+    assert sorted(PRESETS) == sorted(typing.get_args(Model))
+
+
+@pytest.mark.parametrize(
+    ("setting", "why"),
+    [
+        ("training.model=gpt5", r"training\.model: input should be 'tiny', '125m'"),
+        ("training.strategy=zero3", r"training\.strategy: input should be 'ddp', 'fsdp2'"),
+        ("training.precision=fp8", r"training\.precision: input should be 'fp32', 'tf32'"),
+        ("training.scaling_mode=both", r"training\.scaling_mode: input should be 'weak'"),
+        ("training.sweep_strategies=ddp,nope", r"training\.sweep_strategies: input should be"),
+        ("training.sweep_precisions=fp8", r"training\.sweep_precisions: input should be"),
+        ("training.batch_size=0", "batch_size must be >= 1"),
+        ("training.cuda_graphs=true", "cuda_graphs needs compile=true"),
+    ],
+)
+def test_settings_refuse_unknown_choices(setting: str, why: str) -> None:
+    with pytest.raises(ConfigError, match=why):
+        build_run_config(device_type="cpu", suite="standard", sets=[setting])
+
+
 @pytest.mark.parametrize(
     ("bad", "why"),
     [
-        ({"model": "gpt5"}, "unknown model"),
-        ({"strategy": "zero3"}, "unknown strategy"),
-        ({"precision": "fp8"}, "unknown precision"),
         ({"batch_size": 0}, "batch_size must be >= 1"),
         ({"steps": 0}, "steps must be >= 1"),
         ({"warmup_steps": -1}, "warmup_steps must be >= 0"),
-        ({"scaling_mode": "both"}, "unknown scaling_mode"),
         ({"world_sizes": [0]}, "world_sizes"),
-        ({"sweep_strategies": ["ddp", "nope"]}, "unknown sweep strategy"),
         ({"model": "resnet50", "strategy": "tp"}, "needs a decoder model"),
         ({"model": "bert_large", "strategy": "pp"}, "needs a decoder model"),
         ({"cuda_graphs": True}, "cuda_graphs needs compile=true"),

@@ -1,4 +1,5 @@
-"""Level-1 verdicts on hand-built results with known numbers."""
+"""Level-1 verdicts (gemm, memory, transfer, the host inventory) on hand-built results with
+known numbers."""
 
 from __future__ import annotations
 
@@ -6,19 +7,20 @@ import math
 
 import pytest
 
-from clusterbench.analysis import analyze
-from clusterbench.analysis.verdicts import (
+from clusterbench.analysis import gemm as gemm_analysis
+from clusterbench.analysis import hosts as hosts_analysis
+from clusterbench.analysis import memory as memory_analysis
+from clusterbench.analysis import transfer as transfer_analysis
+from clusterbench.analysis.gemm import (
     gemm_correctness_findings,
     gemm_efficiency_findings,
-    hbm_findings,
-    host_device_findings,
-    level1_findings,
     mixed_precision_findings,
-    p2p_findings,
-    pcie_findings,
-    unknown_sku_findings,
 )
+from clusterbench.analysis.hosts import unknown_sku_findings
+from clusterbench.analysis.memory import hbm_findings
+from clusterbench.analysis.transfer import host_device_findings, p2p_findings, pcie_findings
 from clusterbench.config import Thresholds
+from clusterbench.registry import analyze
 from clusterbench.schema import (
     Finding,
     GpuInfo,
@@ -140,12 +142,12 @@ def test_gemm_without_spec_peak_is_not_judged() -> None:
 def test_threshold_override_changes_the_outcome() -> None:
     at_60 = make_results([gemm_best(593.4)])
     at_80 = make_results([gemm_best(791.2)])
-    assert "gemm.low_efficiency" in ids(level1_findings(at_60, Thresholds()))
+    assert "gemm.low_efficiency" in ids(gemm_analysis.findings(at_60, Thresholds()))
     assert "gemm.low_efficiency" not in ids(
-        level1_findings(at_60, Thresholds(gemm_min_efficiency=0.5))
+        gemm_analysis.findings(at_60, Thresholds(gemm_min_efficiency=0.5))
     )
     assert "gemm.low_efficiency" in ids(
-        level1_findings(at_80, Thresholds(gemm_min_efficiency=0.85))
+        gemm_analysis.findings(at_80, Thresholds(gemm_min_efficiency=0.85))
     )
 
 
@@ -316,6 +318,32 @@ def test_unknown_sku_is_info_once_per_host() -> None:
         ("spec.unknown_sku", "info", "host:h1")
     ]
     assert "peers only" in findings[0].message and findings[0].evidence["indices"] == [0, 1, 2, 3]
+
+
+def test_each_benchmark_findings_runs_all_its_verdicts_in_order() -> None:
+    hosts = [HostInfo(hostname="h1", gpus=[gpu(0, gen=5, spec=None)])]
+    pcie = meas("transfer", "pcie_link_gen", 4, unit="gen", params={"max_gen": 5})
+    slow_pair = p2p(300.0, src="cuda:1", dst="cuda:0")
+    params: dict[str, ParamValue] = {"dtype": "bf16", "tolerance": 0.02}
+    wrong = meas("gemm", "rel_error", 0.5, unit="ratio", params=params)
+    fp32 = gemm_best(67.0, dtype="fp32", ref=67)
+    results = make_results(
+        [slow_pair, h2d(40.0), pcie, copy_bw(3000.0, 1 << 31), gemm_best(100.5), fp32, wrong],
+        hosts=hosts,
+    )
+    t = Thresholds()
+    assert ids(gemm_analysis.findings(results, t)) == [
+        "gemm.wrong_results",
+        "gemm.low_efficiency",
+        "gemm.mixed_precision",
+    ]
+    assert ids(memory_analysis.findings(results, t)) == ["memory.low_bandwidth"]
+    assert ids(transfer_analysis.findings(results, t)) == [
+        "pcie.low_gen",
+        "transfer.low_bandwidth",
+        "p2p.low_bandwidth",
+    ]
+    assert ids(hosts_analysis.findings(results, t)) == ["spec.unknown_sku"]
 
 
 def test_analyze_sorts_fail_warn_info() -> None:

@@ -1,42 +1,29 @@
 """Analysis: pure functions from results to findings (no I/O, no printing).
 
-:func:`analyze` applies every rule: the Level-1 verdicts (:mod:`.verdicts`, each measurement
-against its limit) and the peer comparison (:mod:`.outliers`, each device against its peers).
+Each benchmark's verdicts live in the module of its name (:mod:`.gemm`, :mod:`.memory`, ...:
+``findings(results, thresholds)``), named by its registration; :func:`clusterbench.registry.analyze`
+applies them all, then :func:`run_findings`: the verdicts that belong to no one benchmark.
 Errors recorded in ``results.errors`` are reported separately and not repeated as findings.
 """
 
 from __future__ import annotations
 
-from clusterbench.analysis.attribution_findings import attribution_findings
-from clusterbench.analysis.checkpoint import checkpoint_findings
-from clusterbench.analysis.collectives import collective_findings
-from clusterbench.analysis.input_pipeline import input_findings
+from clusterbench.analysis import hosts
 from clusterbench.analysis.nccl import nccl_findings
-from clusterbench.analysis.network import network_findings
-from clusterbench.analysis.outliers import peer_outliers, robust_zscores
-from clusterbench.analysis.training import training_findings
-from clusterbench.analysis.verdicts import level1_findings
-from clusterbench.schema import SEVERITY_ORDER, Finding, Results
+from clusterbench.analysis.outliers import peer_outliers
+from clusterbench.schema import Finding, Results
 from clusterbench.thresholds import Thresholds
 
-__all__ = ["SEVERITY_ORDER", "analyze", "level1_findings", "peer_outliers", "robust_zscores"]
+__all__ = ["run_findings"]
 
 
-def analyze(results: Results, thresholds: Thresholds) -> list[Finding]:
-    """All findings for a run, fail first, then warn, then info (stable within a severity)."""
-    findings = [
-        *level1_findings(results, thresholds),
-        *network_findings(results, thresholds),
+def run_findings(results: Results, thresholds: Thresholds) -> list[Finding]:
+    """Findings that belong to no one benchmark: the host inventory's, NCCL's own log's, and
+    each device against its peers."""
+    return [
+        *hosts.findings(results, thresholds),
         *nccl_findings(results),
-        *collective_findings(results, thresholds),
-        *input_findings(results, thresholds),
-        *checkpoint_findings(results, thresholds),
-        *training_findings(results, thresholds),
-        *attribution_findings(results, thresholds),
         *peer_outliers(
-            results.measurements,
-            mads=thresholds.outlier_mads,
-            min_rel=thresholds.outlier_min_rel,
+            results.measurements, mads=thresholds.outlier_mads, min_rel=thresholds.outlier_min_rel
         ),
     ]
-    return sorted(findings, key=lambda f: SEVERITY_ORDER[f.severity])

@@ -11,10 +11,6 @@ from clusterbench.schema import Measurement, ParamValue, Results, Severity
 K = TypeVar("K", bound=Hashable)
 
 
-def select(results: Results, *, benchmark: str, metric: str) -> list[Measurement]:
-    return [m for m in results.measurements if m.benchmark == benchmark and m.metric == metric]
-
-
 def scope_label(host: str, device: str | None = None) -> str:
     return f"host:{host}/{device}" if device else f"host:{host}"
 

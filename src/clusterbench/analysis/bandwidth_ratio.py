@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import statistics
 
-from clusterbench.analysis._common import select
+from clusterbench.benchmarks.collectives import CollectivesMetrics
+from clusterbench.benchmarks.network import NetworkMetrics
 from clusterbench.schema import Finding, Measurement, Results
 
 __all__ = ["bandwidth_ratio_findings"]
@@ -26,7 +27,7 @@ def _largest_all_reduce(ms: list[Measurement]) -> list[Measurement]:
 
 
 def _intra_node_gbps(results: Results) -> float | None:
-    busbw = [m for m in select(results, benchmark="collectives", metric="busbw")
+    busbw = [m for m in CollectivesMetrics.busbw.select(results)
              if m.params.get("mode") == "back_to_back"]  # fmt: skip
     kind = "intra_node" if results.run.num_nodes > 1 else "world"
     ms = _largest_all_reduce([m for m in busbw if m.params.get("group_kind") == kind])
@@ -34,13 +35,13 @@ def _intra_node_gbps(results: Results) -> float | None:
 
 
 def _inter_node_gbps(results: Results) -> tuple[float, str] | None:
-    rails = [m for m in select(results, benchmark="collectives", metric="busbw")
+    rails = [m for m in CollectivesMetrics.busbw.select(results)
              if m.params.get("group_kind") == "inter_node"
              and m.params.get("mode") == "back_to_back"]  # fmt: skip
     ms = _largest_all_reduce(rails)
     if ms:
         return statistics.median(m.value for m in ms), "all_reduce busbw across nodes per rail"
-    tcp = [m.value for m in select(results, benchmark="network", metric="tcp_throughput")
+    tcp = [m.value for m in NetworkMetrics.tcp_throughput.select(results)
            if not m.params.get("loopback")]  # fmt: skip
     if tcp:
         return statistics.median(tcp) / 8, "TCP throughput between nodes"  # Gb/s -> GB/s

@@ -6,14 +6,15 @@ Pure functions: a :class:`~clusterbench.schema.Results` in, a list of findings o
 
 from __future__ import annotations
 
-from clusterbench.analysis._common import as_number, gpu_severity, scope_label, select
+from clusterbench.analysis._common import as_number, gpu_severity, scope_label
+from clusterbench.benchmarks.checkpoint import CheckpointMetrics
 from clusterbench.schema import Finding, Results
 from clusterbench.thresholds import Thresholds
 
 __all__ = [
     "CHECKPOINT_MIN_SIZE_BYTES",
     "async_stall_findings",
-    "checkpoint_findings",
+    "findings",
     "free_space_findings",
     "save_bandwidth_findings",
 ]
@@ -33,7 +34,7 @@ _STALL_FIX = (
 )
 
 
-def checkpoint_findings(results: Results, thresholds: Thresholds) -> list[Finding]:
+def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     """Every checkpoint verdict, against ``thresholds.checkpoint_*``."""
     return [
         *save_bandwidth_findings(results, min_gbps=thresholds.checkpoint_min_save_gbps),
@@ -45,7 +46,7 @@ def checkpoint_findings(results: Results, thresholds: Thresholds) -> list[Findin
 def save_bandwidth_findings(results: Results, *, min_gbps: float) -> list[Finding]:
     """Saves of at least 1 GB slower than ``min_gbps`` -> one info per host naming the formats."""
     slow: dict[str, dict[str, float]] = {}
-    for m in select(results, benchmark="checkpoint", metric="save_gbps"):
+    for m in CheckpointMetrics.save_gbps.select(results):
         size = as_number(m.params.get("size_bytes")) or 0.0
         if size >= CHECKPOINT_MIN_SIZE_BYTES and m.value < min_gbps:
             slow.setdefault(m.host, {})[str(m.params.get("format"))] = m.value
@@ -80,7 +81,7 @@ def async_stall_findings(results: Results, *, max_pct: float) -> list[Finding]:
             evidence={"async_stall_pct": m.value, "threshold_pct": max_pct, **m.params},
             fix=_STALL_FIX,
         )
-        for m in select(results, benchmark="checkpoint", metric="async_stall_pct")
+        for m in CheckpointMetrics.async_stall_pct.select(results)
         if m.value > max_pct
     ]
 
@@ -88,7 +89,7 @@ def async_stall_findings(results: Results, *, max_pct: float) -> list[Finding]:
 def free_space_findings(results: Results, *, min_ratio: float) -> list[Finding]:
     """Free space below ``min_ratio`` x one checkpoint -> warn."""
     out = []
-    for m in select(results, benchmark="checkpoint", metric="free_space_gb"):
+    for m in CheckpointMetrics.free_space_gb.select(results):
         size = as_number(m.params.get("checkpoint_bytes")) or 0.0
         if size <= 0 or m.value * 1e9 >= min_ratio * size:
             continue

@@ -13,14 +13,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from clusterbench.analysis._common import select
 from clusterbench.analysis.node_pairs import slow_node_pairs, slow_pair_finding
+from clusterbench.benchmarks.collectives import CollectivesMetrics
 from clusterbench.schema import Finding, HostInfo, Measurement, Results
 from clusterbench.thresholds import Thresholds
 from clusterbench.units import format_bytes
 
 __all__ = [
-    "collective_findings",
+    "findings",
     "inter_node_peak_gbps",
     "low_busbw_findings",
     "node_pair_findings",
@@ -29,10 +29,9 @@ __all__ = [
 
 _NIC_KINDS = frozenset({"infiniband", "roce", "efa", "ethernet"})
 _DOWN_STATES = frozenset({"down", "disabled", "polling", "init", "armed", "dormant"})
-_BENCH = "collectives"
 
 
-def collective_findings(results: Results, thresholds: Thresholds) -> list[Finding]:
+def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     """Every collectives finding: wrong results (fail), low busbw (warn), slow node pair (fail)."""
     return [
         *wrong_result_findings(results),
@@ -46,7 +45,7 @@ def collective_findings(results: Results, thresholds: Thresholds) -> list[Findin
 def wrong_result_findings(results: Results) -> list[Finding]:
     """Any wrong output element (nccl-tests #wrong > 0) -> fail, per op and group."""
     out = []
-    for m in select(results, benchmark=_BENCH, metric="num_wrong"):
+    for m in CollectivesMetrics.num_wrong.select(results):
         if m.value <= 0:
             continue
         op, group = m.params.get("op"), m.params.get("group")
@@ -163,7 +162,7 @@ def low_busbw_findings(results: Results, *, min_efficiency: float) -> list[Findi
     if results.run.backend != "nccl":
         return []
     out = []
-    for m in _largest(select(results, benchmark=_BENCH, metric="busbw")).values():
+    for m in _largest(CollectivesMetrics.busbw.select(results)).values():
         peak = _link_peak(m, results)
         if peak is None or _size(m) < MIN_JUDGED_BYTES or m.value >= min_efficiency * peak.gbps:
             continue
@@ -219,7 +218,7 @@ def node_pair_findings(results: Results, *, mads: float, min_rel: float) -> list
     (scored by :func:`~clusterbench.analysis.node_pairs.slow_node_pairs`)."""
     pairs = [
         m
-        for m in select(results, benchmark=_BENCH, metric="busbw")
+        for m in CollectivesMetrics.busbw.select(results)
         if m.params.get("group_kind") == "node_pairs" and m.params.get("hosts")
     ]
     by_op: dict[tuple[Any, Any], dict[tuple[str, str], float]] = defaultdict(dict)

@@ -10,17 +10,19 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from clusterbench.analysis._common import best_by, ref_value, scope_label, select
+from clusterbench.analysis._common import best_by, ref_value, scope_label
 from clusterbench.analysis.bandwidth_ratio import bandwidth_ratio_findings
 from clusterbench.analysis.node_pairs import slow_node_pairs, slow_pair_finding
+from clusterbench.benchmarks.network import NetworkMetrics
 from clusterbench.hardware.sysfs import RDMA_KINDS
+from clusterbench.metrics import Metric
 from clusterbench.schema import Finding, Measurement, Results
 from clusterbench.thresholds import Thresholds
 
 __all__ = [
     "LARGE_MODEL_PARAMS_B",
+    "findings",
     "internode_capacity_findings",
-    "network_findings",
     "nic_state_findings",
     "rdma_bandwidth_findings",
     "slow_node_pair_findings",
@@ -58,7 +60,7 @@ _CAPACITY_FIX = (
 )
 
 
-def network_findings(results: Results, thresholds: Thresholds) -> list[Finding]:
+def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     """Every network verdict; the large-model check only when ``thresholds.model_params_b``."""
     min_efficiency = thresholds.network_min_efficiency
     return [
@@ -81,10 +83,7 @@ def network_findings(results: Results, thresholds: Thresholds) -> list[Finding]:
 
 def _nics(results: Results) -> dict[tuple[str, str], Measurement]:
     """The latest nic_rate reading per (host, nic)."""
-    return {
-        (m.host, str(m.params.get("nic"))): m
-        for m in select(results, benchmark="network", metric="nic_rate")
-    }
+    return {(m.host, str(m.params.get("nic"))): m for m in NetworkMetrics.nic_rate.select(results)}
 
 
 def _is_up(m: Measurement) -> bool:
@@ -121,9 +120,7 @@ def nic_state_findings(results: Results) -> list[Finding]:
 def tcp_throughput_findings(results: Results, *, min_efficiency: float) -> list[Finding]:
     """Best TCP throughput of a node pair below ``min_efficiency`` x the slower link -> warn."""
     pairs = [
-        m
-        for m in select(results, benchmark="network", metric="tcp_throughput")
-        if not m.params.get("loopback")
+        m for m in NetworkMetrics.tcp_throughput.select(results) if not m.params.get("loopback")
     ]
     out = []
     best = best_by(pairs, lambda m: (m.params.get("src_host"), m.params.get("dst_host")))
@@ -175,7 +172,7 @@ def rdma_bandwidth_findings(results: Results, *, min_efficiency: float) -> list[
         device = nic.split("/")[0]  # "mlx5_0/1" -> "mlx5_0", as ib_write_bw -d names it
         rates[(host, device)] = max(m.value, rates.get((host, device), 0.0))
     out = []
-    for m in select(results, benchmark="network", metric="rdma_write_bw"):
+    for m in NetworkMetrics.rdma_write_bw.select(results):
         ends = [
             rates.get((str(m.params.get(h)), str(m.params.get(n))))
             for h, n in (("src_host", "nic"), ("dst_host", "peer_nic"))
@@ -206,14 +203,14 @@ def slow_node_pair_findings(results: Results, *, mads: float, min_rel: float) ->
     -> fail, naming the common node.  Loopback tests are left out, and TCP pairs are compared
     only with pairs measured by the same tool (iperf3 and the socket test differ)."""
     out = []
-    for metric in ("tcp_throughput", "rdma_write_bw"):
+    for metric in (NetworkMetrics.tcp_throughput, NetworkMetrics.rdma_write_bw):
         for tool, pair_value in _directed_pairs(results, metric=metric).items():
             found = slow_node_pairs(pair_value, mads=mads, min_rel=min_rel)
             if found is None:
                 continue
             measured = (
                 f"TCP throughput ({tool})"
-                if metric == "tcp_throughput"
+                if metric == NetworkMetrics.tcp_throughput
                 else "RDMA write bandwidth (ib_write_bw)"
             )
             out.append(
@@ -224,16 +221,16 @@ def slow_node_pair_findings(results: Results, *, mads: float, min_rel: float) ->
                     unit="Gb/s",
                     fix=_PAIR_FIX,
                     directed=True,
-                    evidence={"metric": metric, "tool": tool or None},
+                    evidence={"metric": metric.name, "tool": tool or None},
                 )
             )
     return out
 
 
-def _directed_pairs(results: Results, *, metric: str) -> dict[str, dict[tuple[str, str], float]]:
+def _directed_pairs(results: Results, *, metric: Metric) -> dict[str, dict[tuple[str, str], float]]:
     """Per tool, the best value of each (src_host, dst_host) pair between two nodes."""
     by_tool: dict[str, dict[tuple[str, str], float]] = defaultdict(dict)
-    for m in select(results, benchmark="network", metric=metric):
+    for m in metric.select(results):
         src, dst = str(m.params.get("src_host")), str(m.params.get("dst_host"))
         if m.params.get("loopback") or src == dst:
             continue

@@ -18,15 +18,17 @@ import statistics
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 from clusterbench.analysis._common import dev_label, shared_cpu_hosts
+from clusterbench.benchmarks.gemm import GemmMetrics
+from clusterbench.benchmarks.transfer import TransferMetrics
+from clusterbench.metrics import Direction, Metric, direction_of
 from clusterbench.schema import Finding, Measurement, ParamValue
 
 __all__ = [
     "MIN_PEERS",
     "SCALED_MAD",
-    "better_direction",
     "peer_outliers",
     "robust_outliers",
     "robust_zscores",
@@ -37,23 +39,17 @@ SCALED_MAD = 1.4826
 MIN_PEERS = 3
 """Fewest distinct devices (or pairs) in a group for its outliers to mean anything."""
 
-Direction = Literal["higher", "lower"]
 K = TypeVar("K", bound=Hashable)
-
-_LOWER_IS_BETTER = frozenset({"s", "ms", "us", "µs", "ns"})
-# Units with no "worse" direction among peers: a ratio (rel_error has its own tolerance check),
-# PCIe gen and width (judged against their maximum in verdicts).
-_NOT_COMPARED = frozenset({"ratio", "gen", "lanes"})
 # selftest's sync_time is time spent waiting at a barrier for the *slowest* rank, so the fastest
 # rank looks worst; it checks the launcher, not the hardware.
 _SKIP_BENCHMARKS = frozenset({"selftest", "attribution"})
-_PAIR_METRICS = frozenset({"p2p_bandwidth"})
+_PAIR_METRICS = frozenset({TransferMetrics.p2p_bandwidth})
 # Params that describe an outcome or a placement rather than the work asked for: the best
 # GEMM's shape differs between healthy GPUs, and GPUs on different NUMA nodes are still peers
 # ("numa": local/remote stays in the key).  Neither may split the peers.
-_OUTCOME_PARAMS = {
-    ("gemm", "tflops_best"): frozenset({"m", "n", "k"}),
-    ("transfer", "bandwidth"): frozenset({"numa_node"}),
+_OUTCOME_PARAMS: dict[Metric, frozenset[str]] = {
+    GemmMetrics.tflops_best: frozenset({"m", "n", "k"}),
+    TransferMetrics.bandwidth: frozenset({"numa_node"}),
 }
 
 _FIXES = {
@@ -85,15 +81,8 @@ _CPU_FIX = (
 )
 
 
-def better_direction(unit: str) -> Direction | None:
-    """'higher' for rates (GB/s, TFLOP/s, anything per second), 'lower' for times, else None."""
-    if unit in _NOT_COMPARED:
-        return None
-    if unit in _LOWER_IS_BETTER:
-        return "lower"
-    if unit.endswith("/s"):
-        return "higher"
-    return None
+def _is_pair(m: Measurement) -> bool:
+    return any(metric.matches(m) for metric in _PAIR_METRICS)
 
 
 def robust_zscores(values: Sequence[float]) -> list[float]:
@@ -162,14 +151,15 @@ def peer_outliers(
     """Devices (pairs for p2p) worse than their peers -> fail, one finding per device and metric.
     CPU ranks that share a host are only reported (info): their spread is the OS scheduler's.
 
-    Worse is lower for rates and higher for times.  When a device is an outlier in several
+    Worse is the side the metric's declaration calls worse (lower for rates, higher for times;
+    metrics declared "none" are not compared).  When a device is an outlier in several
     parameter sets of one metric (e.g. every GEMM shape), one finding names the worst and counts
     the others.
     """
     measurements = list(measurements)
     groups: dict[tuple[object, ...], list[Measurement]] = defaultdict(list)
     for m in measurements:
-        if m.benchmark not in _SKIP_BENCHMARKS and better_direction(m.unit) is not None:
+        if m.benchmark not in _SKIP_BENCHMARKS and direction_of(m) is not None:
             groups[_group_key(m)].append(m)
     outliers = [
         o for group in groups.values() for o in _group_outliers(group, mads=mads, min_rel=min_rel)
@@ -186,14 +176,14 @@ def _group_key(m: Measurement) -> tuple[object, ...]:
 
 def _group_params(m: Measurement) -> dict[str, ParamValue]:
     """The params every peer shares: without the pair (src, dst) or outcomes (best shape)."""
-    drop = _OUTCOME_PARAMS.get((m.benchmark, m.metric), frozenset())
-    if m.metric in _PAIR_METRICS:
+    drop = next((p for metric, p in _OUTCOME_PARAMS.items() if metric.matches(m)), frozenset())
+    if _is_pair(m):
         drop = drop | {"src", "dst"}
     return {k: v for k, v in m.params.items() if k not in drop}
 
 
 def _member(m: Measurement) -> tuple[str, str]:
-    if m.metric in _PAIR_METRICS:
+    if _is_pair(m):
         return (m.host, f"{dev_label(m.params.get('src'))}-{dev_label(m.params.get('dst'))}")
     return (m.host, m.device)
 
@@ -204,8 +194,8 @@ def _group_outliers(group: list[Measurement], *, mads: float, min_rel: float) ->
         per_member[_member(m)].append(m.value)
     values = {k: statistics.median(v) for k, v in per_member.items()}
     first = group[0]
-    better = better_direction(first.unit)
-    assert better is not None  # peer_outliers groups only units with a better direction
+    better = direction_of(first)
+    assert better is not None  # peer_outliers groups only metrics with a better direction
     worse = robust_outliers(values, mads=mads, min_rel=min_rel, better=better)
     if not worse:
         return []
@@ -219,7 +209,7 @@ def _group_outliers(group: list[Measurement], *, mads: float, min_rel: float) ->
             params=_group_params(first),
             host=host,
             member=member,
-            is_pair=first.metric in _PAIR_METRICS,
+            is_pair=_is_pair(first),
             value=values[(host, member)],
             median=median,
             scaled_mad=scaled_mad,

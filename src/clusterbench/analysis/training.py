@@ -8,24 +8,27 @@ targets).  The limits are :class:`clusterbench.thresholds.Thresholds`'
 
 from __future__ import annotations
 
-from clusterbench.analysis._common import gpu_severity, scope_label, select
+from clusterbench.analysis._common import gpu_severity, scope_label
+from clusterbench.benchmarks.training.models import Model
+from clusterbench.benchmarks.training.settings import TrainingMetrics
+from clusterbench.metrics import Metric
 from clusterbench.schema import Finding, Measurement, Results
 from clusterbench.thresholds import Thresholds
 
 __all__ = [
     "LARGE_MODELS",
+    "findings",
     "grad_accum_findings",
     "low_mfu_findings",
     "scaling_findings",
-    "training_findings",
 ]
 
-LARGE_MODELS = frozenset({"1.3b", "2b", "7b", "8b"})
+LARGE_MODELS: frozenset[Model] = frozenset({"1.3b", "2b", "7b", "8b"})
 _ACCUM_KNEE = 4  # the paper's claim: coordination idle grows past four accumulation steps
-_BENCH = "training"
 
 
-def training_findings(results: Results, thresholds: Thresholds) -> list[Finding]:
+def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
+    """Every verdict on the training benchmark's measurements."""
     return [
         *scaling_findings(
             results,
@@ -37,12 +40,8 @@ def training_findings(results: Results, thresholds: Thresholds) -> list[Finding]
     ]
 
 
-def _scaling_series(results: Results, metric: str) -> list[Measurement]:
-    return [
-        m
-        for m in select(results, benchmark=_BENCH, metric=metric)
-        if m.params.get("series", "scaling") == "scaling"
-    ]
+def _scaling_series(results: Results, metric: Metric) -> list[Measurement]:
+    return [m for m in metric.select(results) if m.params.get("series", "scaling") == "scaling"]
 
 
 def _case(m: Measurement) -> str:
@@ -53,7 +52,7 @@ def _case(m: Measurement) -> str:
 def scaling_findings(results: Results, *, warn: float, fail: float) -> list[Finding]:
     """Scaling efficiency (in %) below ``fail`` -> fail, below ``warn`` -> warn."""
     out = []
-    for m in _scaling_series(results, "scaling_efficiency"):
+    for m in _scaling_series(results, TrainingMetrics.scaling_efficiency):
         e = m.value / 100
         if e >= warn:
             continue
@@ -85,7 +84,7 @@ def scaling_findings(results: Results, *, warn: float, fail: float) -> list[Find
 def low_mfu_findings(results: Results, *, mfu_min: float) -> list[Finding]:
     """MFU of a large preset (>= 1.3b) below ``mfu_min`` -> warn."""
     out = []
-    for m in _scaling_series(results, "mfu"):
+    for m in _scaling_series(results, TrainingMetrics.mfu):
         if m.params.get("model") not in LARGE_MODELS or m.value / 100 >= mfu_min:
             continue
         out.append(
@@ -110,11 +109,8 @@ def low_mfu_findings(results: Results, *, mfu_min: float) -> list[Finding]:
 
 def grad_accum_findings(results: Results) -> list[Finding]:
     """Synchronisation idle fraction per accumulation count; info when it rises past four."""
-    ms = [
-        m
-        for m in select(results, benchmark=_BENCH, metric="sync_idle_fraction")
-        if m.params.get("series") == "grad_accum"
-    ]
+    idle = TrainingMetrics.sync_idle_fraction.select(results)
+    ms = [m for m in idle if m.params.get("series") == "grad_accum"]
     by_k = {int(k): m.value for m in ms if isinstance(k := m.params.get("grad_accum"), int)}
     at_knee = by_k.get(_ACCUM_KNEE)
     beyond = {k: v for k, v in by_k.items() if k > _ACCUM_KNEE}

@@ -1,1 +1,2 @@
-"""Benchmarks: one module each, registered in :mod:`clusterbench.benchmarks.registry`."""
+"""Benchmarks: the measurements, one module each (with its settings and metrics); the built-in
+ones are declared in :mod:`clusterbench.catalog`."""

@@ -1,9 +1,18 @@
-"""Checks every benchmark's settings presets share."""
+"""What every benchmark's settings presets share: the suite and device type they are asked for."""
 
 from __future__ import annotations
 
-SUITE_NAMES = ("quick", "standard", "full")
-DEVICE_TYPES = ("cuda", "cpu")
+import typing
+from typing import Literal
+
+__all__ = ["DEVICE_TYPES", "SUITE_NAMES", "DeviceType", "SuiteName", "check_suite"]
+
+SuiteName = Literal["quick", "standard", "full"]
+"""quick: Level 1 and a short collective sweep; standard: every level at moderate sizes; full:
+long sweeps at the largest sizes."""
+DeviceType = Literal["cuda", "cpu"]
+SUITE_NAMES: tuple[str, ...] = typing.get_args(SuiteName)
+DEVICE_TYPES: tuple[str, ...] = typing.get_args(DeviceType)
 
 
 def check_suite(suite: str, device_type: str) -> None:

@@ -4,33 +4,63 @@ Every rank trains the ``training`` workload, then profiles a few steps with torc
 (Kineto; a wait / warm-up / active schedule) and keeps the trace, gzip-compressed, at
 ``traces/rank-NNNNN.pt.trace.json.gz`` in the run folder (it opens in Perfetto or
 TensorBoard).  Each profiled step is split into compute, memory, communication and
-coordination (:mod:`clusterbench.analysis.attribution`), after the ranks have exchanged their
-collectives' start offsets and durations: the time a collective waited for the last rank is
-coordination, and the spread of start offsets shows the straggler.  The profiler's own cost is
-measured: the same number of steps timed without and with it.
+coordination (:mod:`.attribution_trace`), after the ranks have exchanged their collectives'
+start offsets and durations: the time a collective waited for the last rank is coordination,
+and the spread of start offsets shows the straggler.  The profiler's own cost is measured: the
+same number of steps timed without and with it (:mod:`.attribution_steps` runs the steps).
 """
 
 from __future__ import annotations
 
 import statistics
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from clusterbench.analysis import attribution as attr
-from clusterbench.benchmarks import _attribution_run as run
-from clusterbench.benchmarks.registry import register
-from clusterbench.benchmarks.training.bench import TrainingConfig, WorkloadSettings
+import torch.distributed as dist
+
+from clusterbench.benchmarks import attribution_steps as steps
+from clusterbench.benchmarks import attribution_trace as trace
+from clusterbench.benchmarks.training import cases
+from clusterbench.benchmarks.training.models import Model
+from clusterbench.benchmarks.training.settings import TrainingConfig, WorkloadSettings
 from clusterbench.benchmarks.training.strategies import case_scope
+from clusterbench.metrics import Metric, MetricSet
 from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import Measurement, ParamValue, Stats
 
 if TYPE_CHECKING:
     from typing import Self
 
-__all__ = ["AttributionConfig", "attribution"]
+__all__ = ["AttributionConfig", "AttributionMetrics", "AttributionModel", "attribution"]
+
+AttributionModel = Literal[Model, steps.LocalModel]
+"""``training``'s presets and the attribution-only check workloads."""
+
+
+class AttributionMetrics(MetricSet, benchmark="attribution"):
+    """Per rank.  The four classes (in % of the step, summing to 100) and the split of
+    communication come for the mean over the profiled steps (rank_step=mean) and for each step
+    (rank_step=N)."""
+
+    compute = Metric("%", "none", "compute-bound device work (GEMM, convolution, attention)")
+    memory = Metric("%", "none", "other device work (elementwise, norms, copies, optimizer)")
+    communication = Metric("%", "none", "exposed: collectives while no other device work runs")
+    coordination = Metric("%", "none", "device idle: launch gaps, waiting for input or ranks")
+    communication_exposed = Metric("%", "none", "communication again, beside the overlapped part")
+    communication_overlapped = Metric("%", "none", "collectives under compute or memory work")
+    step_time_ms = Metric("ms", "lower", "median profiled step time")
+    profiler_overhead_pct = Metric("%", "none", "(profiled - plain median step) / plain step")
+    collective_start_spread_ms = Metric(
+        "ms", "lower", "latest - earliest rank's start of each matched collective (rank 0)",
+        only_when="the profiled steps run collectives",
+    )  # fmt: skip
+    collective_start_lateness_ms = Metric(
+        "ms", "lower", "how far behind the earliest rank this rank starts its collectives",
+        only_when="the profiled steps run collectives",
+    )  # fmt: skip
 
 
 @dataclass(kw_only=True, slots=True)
@@ -39,6 +69,8 @@ class AttributionConfig(WorkloadSettings):
     (``model`` may also be comm_heavy / gemm_heavy: attribution-only MLPs, DDP + SGD, built to
     be communication- and compute-bound as checks of the attribution)."""
 
+    model: AttributionModel = "tiny"
+    """Workload: a ``training`` preset, or comm_heavy / gemm_heavy (see above)."""
     warmup_steps: int = 3
     """Untimed steps before anything is timed (compilation, allocator, NCCL set-up)."""
     wait: int = 1
@@ -59,8 +91,8 @@ class AttributionConfig(WorkloadSettings):
     """Extra device work per step on delay_rank."""
 
     def __post_init__(self) -> None:
-        if self.model not in run.LOCAL_MODELS:
-            self.training_config()  # validates model, strategy, precision, ...
+        if not steps.is_local_model(self.model):
+            self.training_config()  # the training settings' own checks (ranges, conflicts)
         for name in ("batch_size", "grad_accum", "active"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -84,12 +116,12 @@ class AttributionConfig(WorkloadSettings):
         )  # fmt: skip
 
 
-def _peaks(ctx: DistContext, precision: str) -> attr.Peaks | None:
+def _peaks(ctx: DistContext, precision: str) -> trace.Peaks | None:
     spec = ctx.gpu.spec if ctx.gpu is not None else None
     tflops = spec.dense_tflops.get(precision) if spec is not None else None
     if spec is None or not tflops or spec.hbm_gbps <= 0:
         return None
-    return attr.Peaks(flops_per_s=tflops * 1e12, bytes_per_s=spec.hbm_gbps * 1e9)
+    return trace.Peaks(flops_per_s=tflops * 1e12, bytes_per_s=spec.hbm_gbps * 1e9)
 
 
 def _trace_path(ctx: DistContext, scratch: Path, *, keep: bool) -> Path:
@@ -106,58 +138,74 @@ def _params(ctx: DistContext, cfg: AttributionConfig, **extra: ParamValue) -> di
     }  # fmt: skip
 
 
-@register("attribution", level=3, scope="workload", config=AttributionConfig)
+def _training_step(ctx: DistContext, cfg: AttributionConfig) -> Callable[[], None]:
+    """One optimizer step of the configured workload: a check workload, or ``training``'s."""
+    if steps.is_local_model(cfg.model):
+        local, batches = steps.local_trainer(
+            ctx, cfg.model, batch_size=cfg.batch_size, grad_accum=cfg.grad_accum
+        )
+        return lambda: local.step(batches)
+    assert dist.group.WORLD is not None
+    training = cfg.training_config()
+    _, trainer, batches = cases.setup_case(
+        ctx, training, case=training.case(), group=dist.group.WORLD, grad_accum=cfg.grad_accum
+    )
+    return lambda: trainer.step(batches)
+
+
 def attribution(ctx: DistContext, cfg: AttributionConfig) -> Iterator[Measurement]:
     """Step time split into compute, memory, communication and coordination, per rank."""
     ctx.progress.start(cfg.warmup_steps + 2 * cfg.active + cfg.wait + cfg.warmup)
     with tempfile.TemporaryDirectory() as scratch, case_scope(cfg.precision):
-        step = run.build_step(ctx, cfg)
-        profiled = run.profile_steps(
-            ctx, cfg, step=step, trace=_trace_path(ctx, Path(scratch), keep=cfg.keep_traces)
-        )
+        step = steps.build_step(
+            ctx, train=_training_step(ctx, cfg), input_delay_ms=cfg.input_delay_ms,
+            straggle_ms=cfg.delay_ms if ctx.rank == cfg.delay_rank else None,
+        )  # fmt: skip
+        profiled = steps.profile_steps(
+            ctx, step=step, trace=_trace_path(ctx, Path(scratch), keep=cfg.keep_traces),
+            warmup_steps=cfg.warmup_steps, wait=cfg.wait, warmup=cfg.warmup, active=cfg.active,
+        )  # fmt: skip
         ctx.barrier()
-        events = run.load_trace_events(profiled.trace)
-    acts = attr.activities(events, peaks=_peaks(ctx, cfg.precision))  # classified once
-    mine = attr.step_collectives(events, acts=acts)
+        events = steps.load_trace_events(profiled.trace)
+    acts = trace.activities(events, peaks=_peaks(ctx, cfg.precision))  # classified once
+    mine = trace.step_collectives(events, acts=acts)
     everyone = ctx.all_gather(_plain(mine))
     per_rank = [_unplain(r) for r in everyone]
-    waits = attr.collective_waits(per_rank)[ctx.rank]
-    steps = attr.step_breakdowns(events, waits_ms=waits, acts=acts)
-    spreads, lateness = attr.start_lateness(per_rank)
-    trace = (
-        str(profiled.trace.relative_to(ctx.run_dir)) if ctx.run_dir and cfg.keep_traces else None
-    )
-    params = _params(ctx, cfg, rank_step="mean", num_steps=len(steps), trace=trace)
-    yield from _class_measurements(ctx, steps=steps, params=params)
-    step_ms = [s.step_ms for s in steps]
-    yield ctx.measurement(metric="step_time_ms", value=statistics.median(step_ms), unit="ms",
+    waits = trace.collective_waits(per_rank)[ctx.rank]
+    breakdowns = trace.step_breakdowns(events, waits_ms=waits, acts=acts)
+    spreads, lateness = trace.start_lateness(per_rank)
+    kept = str(profiled.trace.relative_to(ctx.run_dir)) if ctx.run_dir and cfg.keep_traces else None
+    params = _params(ctx, cfg, rank_step="mean", num_steps=len(breakdowns), trace=kept)
+    yield from _class_measurements(ctx, breakdowns=breakdowns, params=params)
+    step_ms = [s.step_ms for s in breakdowns]
+    yield ctx.measurement(AttributionMetrics.step_time_ms, value=statistics.median(step_ms),
                           params=params, stats=Stats.from_samples(step_ms))  # fmt: skip
-    overhead = run.overhead_pct(profiled)
-    yield ctx.measurement(metric="profiler_overhead_pct", value=overhead, unit="%", params=params)
+    overhead = steps.overhead_pct(profiled)
+    yield ctx.measurement(AttributionMetrics.profiler_overhead_pct, value=overhead, params=params)
     yield from _straggler_measurements(ctx, spreads=spreads, lateness=lateness[ctx.rank],
                                        params=params)  # fmt: skip
 
 
 def _class_measurements(
-    ctx: DistContext, *, steps: list[attr.StepBreakdown], params: dict[str, ParamValue]
+    ctx: DistContext, *, breakdowns: list[trace.StepBreakdown], params: dict[str, ParamValue]
 ) -> Iterator[Measurement]:
-    shares = attr.mean_percentages(steps)
-    per_step = [s.percentages() for s in steps]
-    for metric in attr.CLASSES:
-        samples = [p[metric] for p in per_step]
-        yield ctx.measurement(metric=metric, value=shares[metric], unit="%", params=params,
+    shares = trace.mean_percentages(breakdowns)
+    per_step = [s.percentages() for s in breakdowns]
+    for name in trace.CLASSES:
+        samples = [p[name] for p in per_step]
+        yield ctx.measurement(AttributionMetrics.get(name), value=shares[name], params=params,
                               stats=Stats.from_samples(samples))  # fmt: skip
     # the split of communication: exposed (the class above) and overlapped (under compute)
-    yield ctx.measurement(metric="communication_exposed", value=shares["communication"],
-                          unit="%", params=params)  # fmt: skip
+    yield ctx.measurement(AttributionMetrics.communication_exposed,
+                          value=shares["communication"], params=params)  # fmt: skip
     overlapped = shares["communication_overlapped"]
-    yield ctx.measurement(metric="communication_overlapped", value=overlapped, unit="%",
+    yield ctx.measurement(AttributionMetrics.communication_overlapped, value=overlapped,
                           params=params)  # fmt: skip
     # and every profiled step on its own (rank_step = N of ProfilerStep#N)
-    for step, shares_of_step in zip(steps, per_step, strict=True):
-        step_params = {**params, "rank_step": str(step.step)}
-        for metric in (*attr.CLASSES, "communication_overlapped"):
-            yield ctx.measurement(metric=metric, value=shares_of_step[metric], unit="%",
+    for breakdown, shares_of_step in zip(breakdowns, per_step, strict=True):
+        step_params = {**params, "rank_step": str(breakdown.step)}
+        for name in (*trace.CLASSES, "communication_overlapped"):
+            yield ctx.measurement(AttributionMetrics.get(name), value=shares_of_step[name],
                                   params=step_params)  # fmt: skip
 
 
@@ -168,20 +216,20 @@ def _straggler_measurements(
         return  # one rank, or no collectives to match
     if ctx.rank == 0:
         yield ctx.measurement(
-            metric="collective_start_spread_ms", value=statistics.median(spreads), unit="ms",
+            AttributionMetrics.collective_start_spread_ms, value=statistics.median(spreads),
             params={**params, "num_collectives": len(spreads)},
             stats=Stats.from_samples(spreads),
         )  # fmt: skip
     # how far behind the earliest rank this rank starts its collectives (0: never last)
     yield ctx.measurement(
-        metric="collective_start_lateness_ms", value=statistics.median(lateness), unit="ms",
+        AttributionMetrics.collective_start_lateness_ms, value=statistics.median(lateness),
         params=params, stats=Stats.from_samples(lateness),
     )  # fmt: skip
 
 
-def _plain(collectives: dict[int, tuple[attr.Collective, ...]]) -> dict[int, list[tuple]]:
+def _plain(collectives: dict[int, tuple[trace.Collective, ...]]) -> dict[int, list[tuple]]:
     return {n: [(c.name, c.offset_ms, c.duration_ms) for c in cs] for n, cs in collectives.items()}
 
 
-def _unplain(obj: dict[int, list[tuple]]) -> dict[int, list[attr.Collective]]:
-    return {n: [attr.Collective(*c) for c in cs] for n, cs in obj.items()}
+def _unplain(obj: dict[int, list[tuple]]) -> dict[int, list[trace.Collective]]:
+    return {n: [trace.Collective(*c) for c in cs] for n, cs in obj.items()}

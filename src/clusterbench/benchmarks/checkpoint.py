@@ -22,21 +22,25 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+import typing
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 import torch.distributed as dist
 
-from clusterbench.benchmarks import _input_data as data
-from clusterbench.benchmarks import _state_io as io
+from clusterbench.benchmarks import checkpoint_io as io
 from clusterbench.benchmarks._settings import check_suite
-from clusterbench.benchmarks.dataloader import load_workload
-from clusterbench.benchmarks.registry import register
+from clusterbench.benchmarks.dataloader_workload import (
+    WorkloadName,
+    load_workload,
+    make_train_step,
+)
 from clusterbench.benchmarks.training.strategies import Trainer
+from clusterbench.metrics import Metric, MetricSet
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.timing import rate_stats, synchronize, wall_clock
 from clusterbench.schema import Measurement, ParamValue, Stats
@@ -44,19 +48,34 @@ from clusterbench.schema import Measurement, ParamValue, Stats
 if TYPE_CHECKING:
     from typing import Self
 
-__all__ = ["FORMATS", "CheckpointConfig", "checkpoint"]
+    from clusterbench.benchmarks.training.workload import Batch
 
-FORMATS = ("torch", "safetensors", "dcp", "dcp_async")
+__all__ = ["FORMATS", "CheckpointConfig", "CheckpointMetrics", "Format", "checkpoint"]
+
+Format = Literal["torch", "safetensors", "dcp", "dcp_async"]
+FORMATS: tuple[Format, ...] = typing.get_args(Format)
 _DCP = ("dcp", "dcp_async")
+
+
+class CheckpointMetrics(MetricSet, benchmark="checkpoint"):
+    save_gbps = Metric("GB/s", "higher", "checkpoint bytes / save time, made durable (fsync)")
+    load_gbps = Metric("GB/s", "higher", "checkpoint bytes / load time, from the storage")
+    save_s = Metric("s", "lower", "time of one save, made durable (fsync)")
+    load_s = Metric("s", "lower", "time of one load, page cache dropped before it")
+    async_block_s = Metric("s", "lower", "time dcp.async_save blocks training (staging)")
+    async_stall_pct = Metric(
+        "%", "none", "how much slower training steps run while an async save writes"
+    )
+    free_space_gb = Metric("GB", "none", "free space of the folder checkpoints are written to")
 
 
 @dataclass(kw_only=True, slots=True)
 class CheckpointConfig:
     """Settings of the ``checkpoint`` benchmark."""
 
-    model: str = "1.3b"
-    """Workload preset whose state is saved."""
-    formats: list[str] = field(default_factory=lambda: list(FORMATS))
+    model: WorkloadName = "1.3b"
+    """Workload preset whose state is saved (a ``training`` preset, or 'small_cnn')."""
+    formats: list[Format] = field(default_factory=lambda: list(FORMATS))
     """torch, safetensors, dcp (sharded, synchronous), dcp_async."""
     directory: str = ""
     """Existing folder to write under ('' = the node's temp dir); a shared filesystem here
@@ -71,9 +90,6 @@ class CheckpointConfig:
     """Tensors compared after each load (evenly spread over the state)."""
 
     def __post_init__(self) -> None:
-        for fmt in self.formats:
-            if fmt not in FORMATS:
-                raise ValueError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
         if not self.formats:
             raise ValueError("formats must not be empty")
         for name in ("repeats", "stall_steps", "batch_size", "num_checked"):
@@ -97,14 +113,13 @@ class _Run:
     ctx: DistContext
     cfg: CheckpointConfig
     step: Trainer
-    batch: data.Batch
+    batch: Batch
     state: dict[str, Any]
     size_bytes: int
     root: Path
     group: Any
 
 
-@register("checkpoint", level=3, scope="collective", config=CheckpointConfig)
 def checkpoint(ctx: DistContext, cfg: CheckpointConfig) -> Iterator[Measurement]:
     """Checkpoint save/load GB/s (torch.save, safetensors, DCP sync and async) and async stall."""
     if ctx.num_nodes > 1 and not cfg.directory and any(f in _DCP for f in cfg.formats):
@@ -114,7 +129,7 @@ def checkpoint(ctx: DistContext, cfg: CheckpointConfig) -> Iterator[Measurement]
         )
     ctx.progress.start(len(cfg.formats) + 1)
     workload = load_workload(cfg.model, device=ctx.device)
-    step = data.make_train_step(workload, precision="bf16" if ctx.is_cuda else "fp32")
+    step = make_train_step(workload, precision="bf16" if ctx.is_cuda else "fp32")
     batch = workload.make_batch(cfg.batch_size)
     step.step([batch])  # the optimizer state exists after one step
     state = _state_dict(step)
@@ -178,7 +193,7 @@ def _gloo_group(ctx: DistContext) -> Iterator[Any]:
 
 
 def _io_measurements(
-    run: _Run, *, fmt: str, size_bytes: int, saves: list[float], loads: list[float]
+    run: _Run, *, fmt: Format, size_bytes: int, saves: list[float], loads: list[float]
 ) -> Iterator[Measurement]:
     params: dict[str, ParamValue] = {"format": fmt, "size_bytes": size_bytes}
     if fmt in _DCP:
@@ -189,11 +204,11 @@ def _io_measurements(
         # GB/s = bytes / t / 1e9
         gbps = rate_stats(samples, work=size_bytes, scale=1e9)
         yield run.ctx.measurement(
-            metric=f"{kind}_gbps", value=gbps.median, unit="GB/s", params=params, stats=gbps
+            CheckpointMetrics.get(f"{kind}_gbps"), value=gbps.median, params=params, stats=gbps
         )
         secs = Stats.from_samples(samples)
         yield run.ctx.measurement(
-            metric=f"{kind}_s", value=secs.median, unit="s", params=params, stats=secs
+            CheckpointMetrics.get(f"{kind}_s"), value=secs.median, params=params, stats=secs
         )
 
 
@@ -205,7 +220,7 @@ def _torch_format(run: _Run) -> Iterator[Measurement]:
 
 
 def _rank0_round_trips(
-    run: _Run, *, fmt: str, tree: Any, path: Path, save: Callable[[Any, Path], None],
+    run: _Run, *, fmt: Format, tree: Any, path: Path, save: Callable[[Any, Path], None],
     load: Callable[[Path], Any],
 ) -> Iterator[Measurement]:  # fmt: skip
     """Rank 0 saves ``tree`` and loads it back ``repeats`` times, checking every load; the
@@ -315,11 +330,12 @@ def _dcp_async_format(run: _Run) -> Iterator[Measurement]:
         "num_ranks": run.ctx.world_size,
         "steps": run.cfg.stall_steps,
     }
-    for metric, unit, samples in (("async_block_s", "s", blocks), ("async_stall_pct", "%", stalls)):
+    for metric, samples in (
+        (CheckpointMetrics.async_block_s, blocks),
+        (CheckpointMetrics.async_stall_pct, stalls),
+    ):
         stats = Stats.from_samples(samples)
-        yield run.ctx.measurement(
-            metric=metric, value=stats.median, unit=unit, params=params, stats=stats
-        )
+        yield run.ctx.measurement(metric, value=stats.median, params=params, stats=stats)
 
 
 def _async_round(run: _Run, *, path: Path) -> tuple[float, float]:
@@ -379,11 +395,11 @@ def _free_space(run: _Run) -> Measurement:
         "checkpoint_bytes": run.size_bytes,
     }
     return run.ctx.measurement(
-        metric="free_space_gb", value=usage.free / 1e9, unit="GB", params=params
+        CheckpointMetrics.free_space_gb, value=usage.free / 1e9, params=params
     )
 
 
-_FORMATS: dict[str, Callable[[_Run], Iterator[Measurement]]] = {
+_FORMATS: dict[Format, Callable[[_Run], Iterator[Measurement]]] = {
     "torch": _torch_format,
     "safetensors": _safetensors_format,
     "dcp": _dcp_format,

@@ -20,9 +20,10 @@ the per-sample mean over ranks.  Only group rank 0 records, one result per group
 from __future__ import annotations
 
 import logging
+import typing
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import psutil
 import torch
@@ -31,6 +32,7 @@ from clusterbench.benchmarks._settings import check_suite
 from clusterbench.benchmarks.collectives_groups import (
     GROUP_KINDS,
     GroupHandle,
+    GroupKind,
     build_groups,
     destroy_groups,
 )
@@ -38,14 +40,16 @@ from clusterbench.benchmarks.collectives_ops import (
     DTYPES,
     OPS,
     CollectiveOp,
+    Dtype,
+    OpName,
     algbw_gbps,
     bus_factor,
     make_op,
     size_sweep,
     usable_sizes,
 )
-from clusterbench.benchmarks.collectives_timing import group_gather, time_mode
-from clusterbench.benchmarks.registry import register
+from clusterbench.benchmarks.collectives_timing import Mode, group_gather, time_mode
+from clusterbench.metrics import Metric, MetricSet
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.timing import rate_stats
 from clusterbench.schema import Measurement, ParamValue, Reference, Stats
@@ -53,27 +57,42 @@ from clusterbench.schema import Measurement, ParamValue, Reference, Stats
 if TYPE_CHECKING:
     from typing import Self
 
-__all__ = ["MODES", "CollectivesConfig", "collectives"]
+__all__ = ["MODES", "CollectivesConfig", "CollectivesMetrics", "DtypeAlias", "collectives"]
 
 log = logging.getLogger(__name__)
 
-MODES = ("back_to_back", "blocking", "graph")
-_DTYPE_ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+MODES: tuple[Mode, ...] = typing.get_args(Mode)
+DtypeAlias = Literal["float32", "bfloat16", "float16"]
+"""torch's names of the element types, accepted for ``dtype`` and recorded as the short name."""
+_DTYPE_ALIASES: dict[str, Dtype] = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 _MIB, _GIB = 2**20, 2**30
 _EMPTY_CACHE_BYTES = 64 * _MIB
+
+
+class CollectivesMetrics(MetricSet, benchmark="collectives"):
+    """One result per group, op, size and mode (``num_wrong``: per group and op)."""
+
+    algbw = Metric("GB/s", "higher", "algorithm bandwidth S / t (nccl-tests algbw)")
+    busbw = Metric("GB/s", "higher", "bus bandwidth algbw x F, comparable with the link rate")
+    latency_us = Metric("us", "lower", "time of one op, the mean over the group's ranks")
+    latency_max_us = Metric("us", "lower", "time of one op on the group's slowest rank")
+    latency_p99_us = Metric("us", "lower", "99th percentile of the per-op times (blocking mode)")
+    num_wrong = Metric(
+        "count", "none", "wrong output elements over the size sweep (nccl-tests #wrong; any fails)"
+    )
 
 
 @dataclass(kw_only=True, slots=True)
 class CollectivesConfig:
     """Settings of the ``collectives`` benchmark."""
 
-    ops: list[str] = field(default_factory=lambda: list(OPS))
+    ops: list[OpName] = field(default_factory=lambda: list(OPS))
     """Collectives: all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv."""
-    groups: list[str] = field(default_factory=lambda: list(GROUP_KINDS))
+    groups: list[GroupKind] = field(default_factory=lambda: list(GROUP_KINDS))
     """Groups: world, intra_node (one per node), inter_node (one per local rank across nodes),
     node_pairs (every pair of nodes; largest size only).  Multi-node kinds are skipped on one
     node, node pairs on two."""
-    modes: list[str] = field(default_factory=lambda: list(MODES))
+    modes: list[Mode] = field(default_factory=lambda: list(MODES))
     """Timing modes: back_to_back, blocking, graph (CUDA only)."""
     min_bytes: int = 8
     """Smallest message (nccl-tests -b)."""
@@ -81,7 +100,7 @@ class CollectivesConfig:
     """Largest message (nccl-tests -e); capped by free memory."""
     factor: int = 2
     """Size multiplier between steps (nccl-tests -f)."""
-    dtype: str = "fp32"
+    dtype: Dtype | DtypeAlias = "fp32"
     """Element type: fp32, bf16, fp16 (float32, bfloat16, float16 accepted)."""
     warmup: int = 5
     """Untimed ops per size (nccl-tests -w)."""
@@ -98,11 +117,9 @@ class CollectivesConfig:
 
     def __post_init__(self) -> None:
         self.dtype = _DTYPE_ALIASES.get(self.dtype, self.dtype)
-        _check_choices("ops", self.ops, OPS)
-        _check_choices("groups", self.groups, GROUP_KINDS)
-        _check_choices("modes", self.modes, MODES)
-        if self.dtype not in DTYPES:
-            raise ValueError(f"unknown dtype {self.dtype!r} (choose from {', '.join(DTYPES)})")
+        for name in ("ops", "groups", "modes"):
+            if not getattr(self, name):
+                raise ValueError(f"{name} must not be empty")
         if not 0 < self.min_bytes <= self.max_bytes:
             raise ValueError(
                 f"need 0 < min_bytes <= max_bytes, got {self.min_bytes}, {self.max_bytes}"
@@ -139,22 +156,13 @@ class CollectivesConfig:
         )
 
 
-def _check_choices(name: str, values: list[str], choices: tuple[str, ...]) -> None:
-    if not values:
-        raise ValueError(f"{name} must not be empty")
-    for v in values:
-        if v not in choices:
-            raise ValueError(f"unknown {name[:-1]} {v!r} (choose from {', '.join(choices)})")
-
-
 @dataclass(frozen=True, slots=True)
 class _Step:
     h: GroupHandle
-    op: str
+    op: OpName
     sizes: list[int]
 
 
-@register("collectives", level=2, scope="collective", config=CollectivesConfig)
 def collectives(ctx: DistContext, cfg: CollectivesConfig) -> Iterator[Measurement]:
     """Collective busbw / algbw (GB/s) and latency per op, size and group (nccl-tests style)."""
     handles = build_groups(ctx, cfg.groups)
@@ -193,7 +201,7 @@ def _min_free_bytes(ctx: DistContext) -> float:
     return float(min(ctx.all_gather(free)))
 
 
-def _modes_for(ctx: DistContext, cfg: CollectivesConfig, size_bytes: int) -> list[str]:
+def _modes_for(ctx: DistContext, cfg: CollectivesConfig, size_bytes: int) -> list[Mode]:
     return [
         m for m in cfg.modes if m != "graph" or (ctx.is_cuda and size_bytes <= cfg.graph_max_bytes)
     ]
@@ -224,7 +232,7 @@ def _sweep(ctx: DistContext, cfg: CollectivesConfig, step: _Step) -> Iterator[Me
         total = int(group_gather(ctx, step.h, [float(num_wrong)]).sum())
         if step.h.group_rank == 0:
             params = {**_group_params(step.h), "op": step.op, "dtype": cfg.dtype}
-            yield ctx.measurement(metric="num_wrong", value=total, unit="count", params=params)
+            yield ctx.measurement(CollectivesMetrics.num_wrong, value=total, params=params)
 
 
 def _checked_op(
@@ -275,7 +283,7 @@ def _emit(
     *,
     h: GroupHandle,
     op: CollectiveOp,
-    mode: str,
+    mode: Mode,
     samples: list[float],
 ) -> Iterator[Measurement]:
     times = group_gather(ctx, h, samples)  # seconds per op, (ranks x samples)
@@ -297,12 +305,11 @@ def _emit(
     factor = bus_factor(op.name, h.size)
     algbw = algbw_gbps(op.size_bytes, t_mean)  # algbw = S / t / 1e9, t = mean over ranks
     alg_stats = rate_stats(series, work=op.size_bytes, scale=1e9)
-    yield ctx.measurement(metric="algbw", value=algbw, unit="GB/s", params=params, stats=alg_stats)
+    yield ctx.measurement(CollectivesMetrics.algbw, value=algbw, params=params, stats=alg_stats)
     # busbw = algbw * F (nccl-tests; F per op in collectives_ops.bus_factor)
     yield ctx.measurement(
-        metric="busbw",
+        CollectivesMetrics.busbw,
         value=algbw * factor,
-        unit="GB/s",
         params=params,
         stats=rate_stats(series, work=op.size_bytes * factor, scale=1e9),
         reference=_nvlink_reference(ctx, h),
@@ -319,13 +326,13 @@ def _latencies(
 ) -> Iterator[Measurement]:
     us = [t * 1e6 for t in series]
     yield ctx.measurement(
-        metric="latency_us", value=t_mean * 1e6, unit="us", params=params,
+        CollectivesMetrics.latency_us, value=t_mean * 1e6, params=params,
         stats=Stats.from_samples(us),
     )  # fmt: skip
-    yield ctx.measurement(metric="latency_max_us", value=t_max * 1e6, unit="us", params=params)
+    yield ctx.measurement(CollectivesMetrics.latency_max_us, value=t_max * 1e6, params=params)
     if params["mode"] == "blocking":
         p99 = float(torch.tensor(us, dtype=torch.float64).quantile(0.99))
-        yield ctx.measurement(metric="latency_p99_us", value=p99, unit="us", params=params)
+        yield ctx.measurement(CollectivesMetrics.latency_p99_us, value=p99, params=params)
 
 
 def _nvlink_reference(ctx: DistContext, h: GroupHandle) -> Reference | None:

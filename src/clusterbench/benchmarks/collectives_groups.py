@@ -7,9 +7,10 @@ torch requires (a rank outside a group still takes part in creating it).
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch.distributed as dist
 
@@ -18,6 +19,7 @@ from clusterbench.runtime.dist import DistContext
 __all__ = [
     "GROUP_KINDS",
     "GroupHandle",
+    "GroupKind",
     "GroupSpec",
     "build_groups",
     "destroy_groups",
@@ -25,15 +27,15 @@ __all__ = [
     "round_robin_pairs",
 ]
 
-GROUP_KINDS = ("world", "intra_node", "inter_node", "node_pairs")
+GroupKind = Literal["world", "intra_node", "inter_node", "node_pairs"]
+GROUP_KINDS: tuple[GroupKind, ...] = typing.get_args(GroupKind)
 
 
 @dataclass(frozen=True, slots=True)
 class GroupSpec:
     name: str
     """'world', 'node0', 'rail0', 'node0-node1'."""
-    kind: str
-    """One of :data:`GROUP_KINDS`."""
+    kind: GroupKind
     ranks: tuple[int, ...]
     """Global ranks, ascending; group rank i is ranks[i]."""
     hosts: tuple[str, ...] = ()
@@ -76,7 +78,7 @@ def round_robin_pairs(num_nodes: int) -> list[tuple[int, int]]:
 
 
 def plan_groups(
-    kinds: Sequence[str], *, node_of_rank: Sequence[int], host_of_node: Sequence[str]
+    kinds: Sequence[GroupKind], *, node_of_rank: Sequence[int], host_of_node: Sequence[str]
 ) -> list[GroupSpec]:
     """The groups to measure, in the order every rank creates and runs them.
 
@@ -116,7 +118,7 @@ def plan_groups(
     return [g for g in out if len(g.ranks) > 1]
 
 
-def build_groups(ctx: DistContext, kinds: Sequence[str]) -> list[GroupHandle]:
+def build_groups(ctx: DistContext, kinds: Sequence[GroupKind]) -> list[GroupHandle]:
     """Plan the groups from every rank's node, create them all, return this rank's."""
     layout = ctx.all_gather((ctx.node_rank, ctx.host))
     host_of_node = [""] * max(node for node, _ in layout) + [""]

@@ -22,8 +22,10 @@ Inputs hold small integers that depend on the group rank and the element's posit
 from __future__ import annotations
 
 import math
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.distributed as dist
@@ -35,6 +37,8 @@ __all__ = [
     "DTYPES",
     "OPS",
     "CollectiveOp",
+    "Dtype",
+    "OpName",
     "algbw_gbps",
     "buffer_factor",
     "bus_factor",
@@ -44,10 +48,18 @@ __all__ = [
     "usable_sizes",
 ]
 
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")
+OpName = Literal[
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"
+]
+OPS: tuple[OpName, ...] = typing.get_args(OpName)
 CHUNKED_OPS = frozenset({"all_gather", "reduce_scatter", "all_to_all"})
 """Ops whose buffer splits into n equal chunks: sizes are multiples of n x element size."""
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+Dtype = Literal["fp32", "bf16", "fp16"]
+DTYPES: dict[str, torch.dtype] = {
+    "fp32": torch.float32,
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+}
 # Largest integer below which every integer is exact: 2^(mantissa bits + 1).
 _EXACT_LIMIT = {"fp32": 2**24, "bf16": 2**8, "fp16": 2**11}
 _PERIOD = 7

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Literal
 
 import torch
 import torch.distributed as dist
@@ -18,9 +19,13 @@ from clusterbench.benchmarks.collectives_groups import GroupHandle
 from clusterbench.benchmarks.collectives_ops import CollectiveOp
 from clusterbench.runtime.dist import DistContext
 
-__all__ = ["group_barrier", "group_gather", "time_mode"]
+__all__ = ["Mode", "group_barrier", "group_gather", "time_mode"]
 
 log = logging.getLogger(__name__)
+
+Mode = Literal["back_to_back", "blocking", "graph"]
+"""How ops are timed (see :mod:`.collectives`): launched back to back, one at a time, or
+replayed from a CUDA graph."""
 
 _GRAPH_WARMUP = 3  # ops on a side stream before capture, as torch.cuda.graph's docs ask
 
@@ -45,7 +50,7 @@ def group_gather(ctx: DistContext, h: GroupHandle, values: list[float]) -> torch
 def time_mode(
     ctx: DistContext,
     *,
-    mode: str,
+    mode: Mode,
     op: CollectiveOp,
     h: GroupHandle,
     iters: int,

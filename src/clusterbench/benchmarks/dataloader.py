@@ -19,18 +19,26 @@ import itertools
 import math
 import tempfile
 import time
+import typing
 from collections.abc import Iterator, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 
-from clusterbench.benchmarks import _input_data as data
 from clusterbench.benchmarks._settings import check_suite
-from clusterbench.benchmarks.registry import register
+from clusterbench.benchmarks.dataloader_datasets import ImageFormat, write_images, write_tokens
+from clusterbench.benchmarks.dataloader_workload import (
+    SmallCnn,
+    StepPrecision,
+    load_workload,
+    make_train_step,
+)
+from clusterbench.benchmarks.training.models import DecoderModel, VisionModel
 from clusterbench.benchmarks.training.strategies import Trainer
+from clusterbench.metrics import Metric, MetricSet
 from clusterbench.runtime.dist import DistContext, cores_per_rank
 from clusterbench.runtime.timing import rate_stats, synchronize, time_op
 from clusterbench.schema import Measurement, ParamValue, Stats
@@ -44,15 +52,34 @@ __all__ = [
     "DATASETS",
     "DEFAULT_SETTING",
     "DataloaderConfig",
+    "DataloaderMetrics",
+    "DatasetName",
+    "ImageModel",
     "LoaderSetting",
     "dataloader",
     "gpu_busy",
-    "load_workload",
     "loader_rate",
     "measure_input",
 ]
 
-DATASETS = ("images", "tokens")
+DatasetName = Literal["images", "tokens"]
+DATASETS: tuple[DatasetName, ...] = typing.get_args(DatasetName)
+ImageModel = Literal[VisionModel, SmallCnn]
+"""The classifiers the images can feed: the torchvision presets and the CPU-sized one."""
+
+
+class DataloaderMetrics(MetricSet, benchmark="dataloader"):
+    loader_samples_per_s = Metric(
+        "samples/s", "higher", "samples the DataLoader delivers to the device, per loader setting"
+    )
+    step_samples_per_s = Metric(
+        "samples/s", "higher", "samples the training step consumes from a batch on the device"
+    )
+    gpu_busy = Metric(
+        "%", "none", "device busy while training from the loader: 100 x t_step / t_wall"
+    )
+
+
 _STEP_WARMUP = 2
 # fmt: off
 _PRESETS: dict[str, dict[str, Any]] = {
@@ -68,21 +95,17 @@ _PRESETS: dict[str, dict[str, Any]] = {
 # fmt: on
 
 
-_PRECISIONS = ("fp32", "bf16")
-"""The training step's precisions here (no GradScaler for fp16)."""
-
-
 @dataclass(kw_only=True, slots=True)
 class DataloaderConfig:
     """Settings of the ``dataloader`` benchmark."""
 
-    datasets: list[str] = field(default_factory=lambda: list(DATASETS))
+    datasets: list[DatasetName] = field(default_factory=lambda: list(DATASETS))
     """'images' (encoded files, decoded per sample) and/or 'tokens' (memmapped shard)."""
     data_dir: str = ""
     """Existing folder to write the dataset under ('' = the node's temp dir); removed after."""
-    vision_model: str = "resnet50"
+    vision_model: ImageModel = "resnet50"
     """Workload the images feed ('small_cnn' is a built-in CPU-sized one)."""
-    model: str = "125m"
+    model: DecoderModel = "125m"
     """Decoder workload the tokens feed."""
     seq_len: int = 0
     """Decoder sequence length (0 = the preset's)."""
@@ -90,7 +113,7 @@ class DataloaderConfig:
     """Image files written; token windows in the shard."""
     image_size: int = 256
     """Stored image side in pixels; samples are randomly cropped to the model's input side."""
-    image_format: str = "jpeg"
+    image_format: ImageFormat = "jpeg"
     """'jpeg' or 'png'."""
     batch_size: int = 64
     """Images per batch."""
@@ -108,19 +131,12 @@ class DataloaderConfig:
     """Timed batches per loader setting."""
     train_steps: int = 20
     """Timed training steps with the real loader, per setting."""
-    precision: str = "bf16"
+    precision: StepPrecision = "bf16"
     """Training step precision: 'bf16' (autocast) or 'fp32'."""
 
     def __post_init__(self) -> None:
-        for name in self.datasets:
-            if name not in DATASETS:
-                raise ValueError(f"unknown dataset {name!r} (choose from {', '.join(DATASETS)})")
         if not self.datasets or not self.num_workers or not self.pin_memory:
             raise ValueError("datasets, num_workers and pin_memory must not be empty")
-        if self.image_format not in data.IMAGE_FORMATS:
-            raise ValueError(f"image_format must be one of {', '.join(data.IMAGE_FORMATS)}")
-        if self.precision not in _PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(_PRECISIONS)}")
         if min(self.num_workers) < 0 or min(self.prefetch_factor, default=1) < 1:
             raise ValueError("num_workers must be >= 0 and prefetch_factor >= 1")
         if self.warmup_batches < 1:
@@ -128,13 +144,6 @@ class DataloaderConfig:
         for name in ("num_samples", "image_size", "batch_size", "token_batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        from clusterbench.benchmarks.training.models import DECODER_PRESETS
-
-        if self.model not in DECODER_PRESETS:
-            raise ValueError(
-                f"model {self.model!r}: the token shard feeds a decoder "
-                f"(choose from {', '.join(DECODER_PRESETS)})"
-            )
         if self.measure_batches < 1 or self.train_steps < 1 or self.seq_len < 0:
             raise ValueError("measure_batches and train_steps must be >= 1, seq_len >= 0")
 
@@ -165,7 +174,6 @@ DEFAULT_SETTING = LoaderSetting(num_workers=0, pin_memory=False, prefetch_factor
 """torch.utils.data.DataLoader's defaults."""
 
 
-@register("dataloader", level=3, scope="per_device", config=DataloaderConfig)
 def dataloader(ctx: DistContext, cfg: DataloaderConfig) -> Iterator[Measurement]:
     """Input pipeline: DataLoader rate over files vs the training step's rate; device busy %."""
     settings = sweep_settings(cfg, device=ctx.device, cores=cores_per_rank(ctx.local_world_size))
@@ -191,11 +199,11 @@ def dataloader(ctx: DistContext, cfg: DataloaderConfig) -> Iterator[Measurement]
 
 
 def _prepare(
-    name: str, *, cfg: DataloaderConfig, ctx: DistContext, root: Path
+    name: DatasetName, *, cfg: DataloaderConfig, ctx: DistContext, root: Path
 ) -> tuple[Workload, Dataset[Batch], int]:
     if name == "images":
         workload = load_workload(cfg.vision_model, device=ctx.device)
-        images = data.write_images(
+        images = write_images(
             root / "images",
             num=cfg.num_samples,
             size=cfg.image_size,
@@ -204,17 +212,8 @@ def _prepare(
         )
         return workload, images, cfg.batch_size
     workload = load_workload(cfg.model, device=ctx.device, seq_len=cfg.seq_len or None)
-    shard = data.write_tokens(root / "tokens.bin", num=cfg.num_samples, workload=workload)
+    shard = write_tokens(root / "tokens.bin", num=cfg.num_samples, workload=workload)
     return workload, shard, cfg.token_batch_size
-
-
-def load_workload(name: str, *, device: torch.device, seq_len: int | None = None) -> Workload:
-    """The workload of preset ``name``; 'small_cnn' is built here, the rest by training.models."""
-    if name == data.SMALL_CNN:
-        return data.small_cnn_workload(device=device)
-    from clusterbench.benchmarks.training.models import build_workload
-
-    return build_workload(name, device=device, seq_len=seq_len)
 
 
 def sweep_settings(
@@ -235,7 +234,7 @@ def measure_input(
     ctx: DistContext,
     cfg: DataloaderConfig,
     *,
-    dataset_name: str,
+    dataset_name: DatasetName,
     dataset: Dataset[Batch],
     workload: Workload,
     settings: list[LoaderSetting],
@@ -249,13 +248,13 @@ def measure_input(
                                   measure_batches=cfg.measure_batches)  # fmt: skip
         rates[s] = rate
         params = {"dataset": dataset_name, **s.params(), "batch_size": batch_size}
-        yield ctx.measurement(metric="loader_samples_per_s", value=rate, unit="samples/s",
-                              params=params, stats=stats)  # fmt: skip
+        yield ctx.measurement(DataloaderMetrics.loader_samples_per_s, value=rate, params=params,
+                              stats=stats)  # fmt: skip
         ctx.progress.advance()
-    step = data.make_train_step(workload, precision=cfg.precision)
+    step = make_train_step(workload, precision=cfg.precision)
     step_rate = _step_rate(ctx, cfg, step=step, dataset=dataset, batch_size=batch_size)
     yield ctx.measurement(
-        metric="step_samples_per_s", value=step_rate.median, unit="samples/s",
+        DataloaderMetrics.step_samples_per_s, value=step_rate.median,
         params={"model": workload.name, "batch_size": batch_size, "dataset": dataset_name},
         stats=step_rate,
     )  # fmt: skip
@@ -270,7 +269,7 @@ def measure_input(
                                setting=s, batch_size=batch_size, device=ctx.device,
                                warmup_steps=cfg.warmup_batches, steps=cfg.train_steps)  # fmt: skip
         params = {"dataset": dataset_name, **s.params(), "choice": choice}
-        yield ctx.measurement(metric="gpu_busy", value=busy, unit="%", params=params, stats=stats)
+        yield ctx.measurement(DataloaderMetrics.gpu_busy, value=busy, params=params, stats=stats)
         ctx.progress.advance()
 
 

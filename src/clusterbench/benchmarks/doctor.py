@@ -8,11 +8,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from clusterbench.benchmarks.registry import register
+from clusterbench.metrics import Metric, MetricSet
 from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import Finding, HostInfo, Measurement
 
-__all__ = ["DoctorConfig", "doctor"]
+__all__ = ["DoctorConfig", "DoctorMetrics", "doctor"]
+
+
+class DoctorMetrics(MetricSet, benchmark="doctor"):
+    checks_run = Metric("count", "none", "host checks the node ran (local rank 0)")
 
 
 @dataclass(kw_only=True, slots=True)
@@ -46,7 +50,6 @@ def _host_checks(
     return host, findings
 
 
-@register("doctor", level=0, scope="per_device", config=DoctorConfig)
 def doctor(ctx: DistContext, cfg: DoctorConfig) -> Iterator[Measurement | Finding]:
     """Configuration and health checks: NUMA, PCIe, NVLink, GPU health, NCCL, storage."""
     from clusterbench.doctor import all_checks, check_consistency
@@ -59,7 +62,7 @@ def doctor(ctx: DistContext, cfg: DoctorConfig) -> Iterator[Measurement | Findin
     if ctx.local_rank == 0:
         host, findings = _host_checks(ctx, cfg, everyone)
         yield from findings
-        yield ctx.measurement(metric="checks_run", value=len(all_checks()), unit="count")
+        yield ctx.measurement(DoctorMetrics.checks_run, value=len(all_checks()))
     ctx.progress.advance()
     gathered = ctx.gather_to_root(host.model_dump(mode="json") if host is not None else None)
     if gathered is not None:

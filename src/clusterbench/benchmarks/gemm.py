@@ -11,14 +11,15 @@ from __future__ import annotations
 import logging
 import math
 import re
+import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import torch
 
 from clusterbench.benchmarks._settings import check_suite
-from clusterbench.benchmarks.registry import register
+from clusterbench.metrics import Metric, MetricSet
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.precision import matmul_precision
 from clusterbench.runtime.timing import L2Flusher, rate_stats, time_op
@@ -31,7 +32,9 @@ __all__ = [
     "DTYPES",
     "TOLERANCE",
     "TORCH_DTYPES",
+    "Dtype",
     "GemmConfig",
+    "GemmMetrics",
     "gemm",
     "make_product",
     "parse_shape",
@@ -40,7 +43,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
+Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
+DTYPES: tuple[Dtype, ...] = typing.get_args(Dtype)
 # Largest accepted ||out - ref|| / ||ref|| against a float64 product of the same inputs.  Where the
 # error comes from: fp32, K-term fp32 sums; tf32, inputs rounded to 10 mantissa bits; fp16 / bf16,
 # the output rounded to 10 / 7 bits; fp8, the bf16 output and Hopper's reduced-precision fast
@@ -60,6 +64,14 @@ TORCH_DTYPES = {
     "fp16": torch.float16,
     "bf16": torch.bfloat16,
 }
+
+
+class GemmMetrics(MetricSet, benchmark="gemm"):
+    tflops = Metric("TFLOP/s", "higher", "median throughput of one dtype and shape")
+    tflops_best = Metric("TFLOP/s", "higher", "the best shape's row of one dtype")
+    tflops_geomean = Metric("TFLOP/s", "higher", "geometric mean over one dtype's shapes")
+    # judged against its tolerance, never against peers
+    rel_error = Metric("ratio", "none", "worst ||out - ref|| / ||ref|| of one dtype's shapes")
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:
@@ -107,11 +119,11 @@ _GPU_FULL = [
 class GemmConfig:
     """Settings of the ``gemm`` benchmark."""
 
-    dtypes: list[str] = field(default_factory=lambda: ["bf16"])
+    dtypes: list[Dtype] = field(default_factory=lambda: ["bf16"])
     """Dtypes to time: fp32 (TF32 off), tf32, fp16, bf16, fp8 (e4m3, CUDA sm_89+ only)."""
     shapes: list[str] = field(default_factory=lambda: ["4096x4096x4096"])
     """Shapes 'MxNxK': (M x K) @ (K x N) -> (M x N)."""
-    shapes_by_dtype: dict[str, list[str]] = field(default_factory=dict)
+    shapes_by_dtype: dict[Dtype, list[str]] = field(default_factory=dict)
     """Shapes for particular dtypes, replacing ``shapes`` for them (e.g. fewer for slow fp32)."""
     warmup: int = 5
     """Untimed products before each shape's timed repeats."""
@@ -127,9 +139,6 @@ class GemmConfig:
     def __post_init__(self) -> None:
         if not self.dtypes:
             raise ValueError("dtypes must not be empty")
-        for dtype in [*self.dtypes, *self.shapes_by_dtype]:
-            if dtype not in DTYPES:
-                raise ValueError(f"unknown dtype {dtype!r} (choose from {', '.join(DTYPES)})")
         for shapes in [self.shapes, *self.shapes_by_dtype.values()]:
             if not shapes:
                 raise ValueError("a shape list must not be empty")
@@ -142,7 +151,7 @@ class GemmConfig:
         if self.warmup_min_s < 0:
             raise ValueError(f"warmup_min_s must be >= 0, got {self.warmup_min_s}")
 
-    def shapes_for(self, dtype: str) -> list[tuple[int, int, int]]:
+    def shapes_for(self, dtype: Dtype) -> list[tuple[int, int, int]]:
         return [parse_shape(s) for s in self.shapes_by_dtype.get(dtype, self.shapes)]
 
     @classmethod
@@ -174,7 +183,6 @@ class GemmConfig:
         )
 
 
-@register("gemm", level=1, scope="per_device", config=GemmConfig)
 def gemm(ctx: DistContext, cfg: GemmConfig) -> Iterator[Measurement]:
     """Matrix-multiply TFLOP/s per dtype over a sweep of shapes (best and geometric mean)."""
     runnable = [d for d in cfg.dtypes if _fp8_skip_reason(ctx.device, d) is None]
@@ -192,7 +200,7 @@ def gemm(ctx: DistContext, cfg: GemmConfig) -> Iterator[Measurement]:
 
 
 def _sweep_dtype(
-    ctx: DistContext, cfg: GemmConfig, *, dtype: str, flush: L2Flusher, failed: list[str]
+    ctx: DistContext, cfg: GemmConfig, *, dtype: Dtype, flush: L2Flusher, failed: list[str]
 ) -> Iterator[Measurement]:
     tolerance = TOLERANCE[dtype]
     worst_error = 0.0
@@ -211,10 +219,7 @@ def _sweep_dtype(
         ctx.progress.advance()
     yield from _summaries(ctx, dtype=dtype, timed=timed)
     yield ctx.measurement(
-        metric="rel_error",
-        value=worst_error,
-        unit="ratio",
-        params={"dtype": dtype, "tolerance": tolerance},
+        GemmMetrics.rel_error, value=worst_error, params={"dtype": dtype, "tolerance": tolerance}
     )
 
 
@@ -241,22 +246,29 @@ def _time_shape(
     p: dict[str, ParamValue] = {"dtype": dtype, "m": m, "n": n, "k": k}
     ref = spec_reference(ctx, dtype)
     return ctx.measurement(
-        metric="tflops", value=stats.median, unit="TFLOP/s", params=p, stats=stats, reference=ref
+        GemmMetrics.tflops, value=stats.median, params=p, stats=stats, reference=ref
     )
 
 
-def _summaries(ctx: DistContext, *, dtype: str, timed: list[Measurement]) -> Iterator[Measurement]:
+def _summaries(
+    ctx: DistContext, *, dtype: Dtype, timed: list[Measurement]
+) -> Iterator[Measurement]:
     """The best shape, and the geometric mean over shapes, of one dtype's per-shape medians."""
     if not timed:
         return
-    best = max(timed, key=lambda t: t.value)
-    yield best.model_copy(update={"metric": "tflops_best"}, deep=True)
+    best = max(timed, key=lambda t: t.value)  # the best shape's row, under its own name
+    yield ctx.measurement(
+        GemmMetrics.tflops_best,
+        value=best.value,
+        params=best.params,
+        stats=best.stats,
+        reference=best.reference,
+    )
     # geomean = exp(mean(log(median TFLOP/s of each shape)))
     geomean = math.exp(sum(math.log(t.value) for t in timed) / len(timed))
     yield ctx.measurement(
-        metric="tflops_geomean",
+        GemmMetrics.tflops_geomean,
         value=geomean,
-        unit="TFLOP/s",
         params={"dtype": dtype, "num_shapes": len(timed)},
         reference=spec_reference(ctx, dtype),
     )

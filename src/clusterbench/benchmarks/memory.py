@@ -6,14 +6,15 @@ plus write); a read or a write moves it once.  Results are checked before timing
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import torch
 
 from clusterbench.benchmarks._settings import check_suite
-from clusterbench.benchmarks.registry import register
+from clusterbench.metrics import Metric, MetricSet
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.timing import rate_stats, time_op
 from clusterbench.schema import Measurement, Reference
@@ -21,9 +22,10 @@ from clusterbench.schema import Measurement, Reference
 if TYPE_CHECKING:
     from typing import Self
 
-__all__ = ["OPS", "MemoryConfig", "memory"]
+__all__ = ["OPS", "MemoryConfig", "MemoryMetrics", "Op", "memory"]
 
-OPS = ("copy", "read", "write")
+Op = Literal["copy", "read", "write"]
+OPS: tuple[Op, ...] = typing.get_args(Op)
 _ELEMENT_BYTES = 4  # buffers are float32
 _WRITE_VALUE = 1.5
 # The read kernel's float32 sum against a float64 sum of the same buffer: each thread adds a few
@@ -33,11 +35,15 @@ _GIB = 2**30
 _MIB = 2**20
 
 
+class MemoryMetrics(MetricSet, benchmark="memory"):
+    bandwidth = Metric("GB/s", "higher", "median device-memory bandwidth of one op (STREAM bytes)")
+
+
 @dataclass(kw_only=True, slots=True)
 class MemoryConfig:
     """Settings of the ``memory`` benchmark."""
 
-    ops: list[str] = field(default_factory=lambda: list(OPS))
+    ops: list[Op] = field(default_factory=lambda: list(OPS))
     """Operations: copy (dst.copy_(src)), read (sum of the buffer), write (fill)."""
     size_bytes: int = 2 * _GIB
     """Bytes of each buffer (a copy uses two); many times the L2 cache."""
@@ -49,9 +55,6 @@ class MemoryConfig:
     def __post_init__(self) -> None:
         if not self.ops:
             raise ValueError("ops must not be empty")
-        for op in self.ops:
-            if op not in OPS:
-                raise ValueError(f"unknown op {op!r} (choose from {', '.join(OPS)})")
         if self.size_bytes <= 0 or self.size_bytes % _ELEMENT_BYTES:
             raise ValueError(f"size_bytes must be a positive multiple of 4, got {self.size_bytes}")
         if self.warmup < 0:
@@ -71,7 +74,6 @@ class MemoryConfig:
         return cls(size_bytes=size, warmup=5, repeats=30 if suite == "quick" else 50)
 
 
-@register("memory", level=1, scope="per_device", config=MemoryConfig)
 def memory(ctx: DistContext, cfg: MemoryConfig) -> Iterator[Measurement]:
     """Device memory bandwidth (GB/s): copy, read and write of large buffers."""
     ctx.progress.start(len(cfg.ops))
@@ -86,9 +88,8 @@ def memory(ctx: DistContext, cfg: MemoryConfig) -> Iterator[Measurement]:
         # GB/s = bytes moved / t / 1e9
         stats = rate_stats(samples, work=bytes_moved, scale=1e9)
         yield ctx.measurement(
-            metric="bandwidth",
+            MemoryMetrics.bandwidth,
             value=stats.median,
-            unit="GB/s",
             params={"op": op, "size_bytes": cfg.size_bytes},
             stats=stats,
             reference=_spec_reference(ctx),
@@ -96,7 +97,7 @@ def memory(ctx: DistContext, cfg: MemoryConfig) -> Iterator[Measurement]:
         ctx.progress.advance()
 
 
-def _prepare(op: str, *, src: torch.Tensor, dst: torch.Tensor) -> tuple[Callable[[], object], int]:
+def _prepare(op: Op, *, src: torch.Tensor, dst: torch.Tensor) -> tuple[Callable[[], object], int]:
     """The operation to time, checked once, and the bytes one run moves."""
     size_bytes = src.numel() * src.element_size()
     if op == "copy":

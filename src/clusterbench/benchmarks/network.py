@@ -4,7 +4,7 @@ Only local rank 0 of each node (its *leader*) measures; every rank joins the gat
 barriers that order the tests.  Node pairs run in the rounds of a round-robin tournament, so a
 node is in at most one pair per round, each pair once per direction.  With one node the TCP
 test runs over loopback between two threads of rank 0.  Throughput comes from ``iperf3`` when
-it is installed on both nodes, else from the standard library's sockets (:mod:`._nettools`);
+it is installed on both nodes, else from the standard library's sockets (:mod:`.network_tools`);
 latency is always a socket ping-pong; ``ib_write_bw`` (perftest) runs when installed and both
 nodes have an ACTIVE RDMA port.  Traffic goes only to the test's own hosts.
 """
@@ -17,19 +17,42 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from clusterbench.benchmarks import _nettools as tools
+from clusterbench.benchmarks import network_tools as tools
 from clusterbench.benchmarks._settings import check_suite
-from clusterbench.benchmarks.registry import register
 from clusterbench.hardware.sysfs import RDMA_KINDS, probe_nics
+from clusterbench.metrics import Metric, MetricSet
 from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import Measurement, NicInfo, ParamValue, Reference, Stats
 
 if TYPE_CHECKING:
     from typing import Self
 
-__all__ = ["NetworkConfig", "network", "round_robin"]
+__all__ = ["NetworkConfig", "NetworkMetrics", "Tool", "network", "round_robin"]
 
 log = logging.getLogger(__name__)
+
+Tool = Literal["auto", "iperf3", "socket"]
+
+
+class NetworkMetrics(MetricSet, benchmark="network"):
+    """NIC rates per node leader; TCP and RDMA figures per directed node pair (src -> dst)."""
+
+    nic_rate = Metric(
+        "Gb/s",
+        "higher",
+        "link rate a NIC port reports (0 when unreadable, as on a port that is down)",
+        only_when="a physical NIC (a virtual one that is up reports no rate and is left out)",
+    )
+    tcp_throughput = Metric(
+        "Gb/s", "higher", "TCP throughput over several streams (iperf3 or the socket test)"
+    )
+    tcp_latency_us = Metric("us", "lower", "median round trip of a 64 B message over TCP")
+    rdma_write_bw = Metric(
+        "Gb/s",
+        "higher",
+        "RDMA write bandwidth (ib_write_bw average)",
+        only_when="two or more nodes with RDMA NICs and perftest's ib_write_bw",
+    )
 
 
 @dataclass(kw_only=True, slots=True)
@@ -42,7 +65,7 @@ class NetworkConfig:
     """Seconds of each TCP throughput test."""
     latency_round_trips: int = 1000
     """Round trips of 64 B messages in the TCP latency test; the median is reported."""
-    tool: Literal["auto", "iperf3", "socket"] = "auto"
+    tool: Tool = "auto"
     """TCP throughput tool: auto (iperf3 when both nodes have it), iperf3 or socket."""
     rdma: bool = True
     """Run ib_write_bw between nodes when it is installed and RDMA ports are ACTIVE."""
@@ -96,7 +119,6 @@ def round_robin(num_nodes: int) -> list[list[tuple[int, int]]]:
     return rounds
 
 
-@register("network", level=2, scope="collective", config=NetworkConfig)
 def network(ctx: DistContext, cfg: NetworkConfig) -> Iterator[Measurement]:
     """Host network: NIC rates, TCP throughput/latency and RDMA bandwidth between node pairs."""
     me: _Node | None = None
@@ -132,9 +154,8 @@ def _nic_measurements(ctx: DistContext, nics: list[NicInfo]) -> Iterator[Measure
             continue
         # a port that is down often has no readable rate: 0, with its state in params
         yield ctx.measurement(
-            metric="nic_rate",
+            NetworkMetrics.nic_rate,
             value=nic.rate_gbps or 0.0,
-            unit="Gb/s",
             params={
                 "nic": label,
                 "kind": nic.kind,
@@ -244,9 +265,8 @@ def _client_tests(
             dst.address, port=ports.socket, streams=cfg.streams, duration_s=cfg.duration_s
         )
     yield ctx.measurement(
-        metric="tcp_throughput",
+        NetworkMetrics.tcp_throughput,
         value=result.gbps,
-        unit="Gb/s",
         params={**params, "streams": cfg.streams, "tool": result.tool},
         stats=Stats.from_samples(result.interval_gbps) if result.interval_gbps else None,
         reference=_link_reference(src, dst),
@@ -254,7 +274,7 @@ def _client_tests(
     rtts = tools.socket_latency_us(dst.address, port=ports.socket, rounds=cfg.latency_round_trips)
     stats = Stats.from_samples(rtts)
     yield ctx.measurement(
-        metric="tcp_latency_us", value=stats.median, unit="us", params=params, stats=stats
+        NetworkMetrics.tcp_latency_us, value=stats.median, params=params, stats=stats
     )
     if ports.rdma is not None and src.rdma_device and dst.rdma_device:
         gbps = tools.ib_write_bw_client(
@@ -265,7 +285,7 @@ def _client_tests(
             "nic": src.rdma_device,
             "peer_nic": dst.rdma_device,
         }
-        yield ctx.measurement(metric="rdma_write_bw", value=gbps, unit="Gb/s", params=rdma_params)
+        yield ctx.measurement(NetworkMetrics.rdma_write_bw, value=gbps, params=rdma_params)
 
 
 def _link_reference(src: _Node, dst: _Node) -> Reference | None:

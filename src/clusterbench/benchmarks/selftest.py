@@ -13,16 +13,26 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from clusterbench.benchmarks.registry import register
+from clusterbench.metrics import Metric, MetricSet
 from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import Measurement
+
+__all__ = ["SelftestConfig", "SelftestMetrics", "selftest"]
+
+Mode = Literal["raise", "exit", "hang"]
+
+
+class SelftestMetrics(MetricSet, benchmark="selftest"):
+    # Mostly time spent waiting for the slowest rank, so the fastest rank shows the longest:
+    # "lower" as for any time, but peers are never compared on it (it checks the launcher).
+    sync_time = Metric("s", "lower", "seconds from the start through both barriers")
 
 
 @dataclass(kw_only=True, slots=True)
 class SelftestConfig:
     fail_rank: int = -1
     """Rank that fails on purpose (-1: none)."""
-    mode: Literal["raise", "exit", "hang"] = "raise"
+    mode: Mode = "raise"
     """How the failing rank fails: raise an exception, exit the process, or hang."""
     sleep_s: float = 0.0
     """Seconds every rank sleeps before reporting (to check the progress bar and timeouts)."""
@@ -32,7 +42,6 @@ class SelftestConfig:
             raise ValueError(f"sleep_s must be >= 0, got {self.sleep_s}")
 
 
-@register("selftest", level=0, scope="per_device", config=SelftestConfig)
 def selftest(ctx: DistContext, cfg: SelftestConfig) -> Iterator[Measurement]:
     """Checks the launcher: every rank starts, syncs and reports (optionally one fails)."""
     ctx.progress.start(2)
@@ -45,10 +54,10 @@ def selftest(ctx: DistContext, cfg: SelftestConfig) -> Iterator[Measurement]:
         time.sleep(cfg.sleep_s)
     ctx.barrier()
     ctx.progress.advance()
-    yield ctx.measurement(metric="sync_time", value=time.perf_counter() - t0, unit="s")
+    yield ctx.measurement(SelftestMetrics.sync_time, value=time.perf_counter() - t0)
 
 
-def _fail(mode: str, rank: int) -> None:
+def _fail(mode: Mode, rank: int) -> None:
     if mode == "raise":
         raise RuntimeError(f"selftest: rank {rank} failed on purpose")
     if mode == "exit":

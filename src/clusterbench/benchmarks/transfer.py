@@ -14,17 +14,18 @@ import logging
 import math
 import os
 import time
+import typing
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import torch
 import torch.distributed as dist
 
 from clusterbench.benchmarks._settings import check_suite
-from clusterbench.benchmarks.registry import register
 from clusterbench.hardware.probe import numa_node_cpus, read_pcie_link
 from clusterbench.hardware.specs import pcie_link_gbps
+from clusterbench.metrics import Metric, MetricSet
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.timing import rate_stats, time_op
 from clusterbench.schema import Measurement, ParamValue, Reference
@@ -32,14 +33,24 @@ from clusterbench.schema import Measurement, ParamValue, Reference
 if TYPE_CHECKING:
     from typing import Self
 
-__all__ = ["DIRECTIONS", "MEMORY_KINDS", "TransferConfig", "transfer"]
+__all__ = [
+    "DIRECTIONS",
+    "MEMORY_KINDS",
+    "Direction",
+    "MemoryKind",
+    "TransferConfig",
+    "TransferMetrics",
+    "transfer",
+]
 
 log = logging.getLogger(__name__)
 _Params = dict[str, ParamValue]
 _Buffers = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # host, device source, device dest
 
-DIRECTIONS = ("h2d", "d2h")
-MEMORY_KINDS = ("pinned", "pageable")
+Direction = Literal["h2d", "d2h"]
+MemoryKind = Literal["pinned", "pageable"]
+DIRECTIONS: tuple[Direction, ...] = typing.get_args(Direction)
+MEMORY_KINDS: tuple[MemoryKind, ...] = typing.get_args(MemoryKind)
 _GIB, _MIB = 2**30, 2**20
 _LOAD_S = 0.25  # seconds of back-to-back pinned copies in flight while the link is read
 _LOAD_GBPS = 64.0  # upper bound of one PCIe Gen5 x16 direction (PCIe 5.0 spec), sizes the load
@@ -47,13 +58,21 @@ _SETTLE_S = 0.05  # lets the link train up once the copies start (link retrainin
 _SAMPLE_STRIDE = 4099  # prime: a strided sample that is not aligned with any block size
 
 
+class TransferMetrics(MetricSet, benchmark="transfer"):
+    bandwidth = Metric("GB/s", "higher", "median host<->device copy bandwidth of one case")
+    # gen and width are judged against the link's maximum, never against peers
+    pcie_link_gen = Metric("gen", "none", "PCIe generation read under a pinned h2d load")
+    pcie_link_width = Metric("lanes", "none", "PCIe lanes read under a pinned h2d load")
+    p2p_bandwidth = Metric("GB/s", "higher", "median GPU->GPU copy bandwidth of one ordered pair")
+
+
 @dataclass(kw_only=True, slots=True)
 class TransferConfig:
     """Settings of the ``transfer`` benchmark."""
 
-    directions: list[str] = field(default_factory=lambda: list(DIRECTIONS))
+    directions: list[Direction] = field(default_factory=lambda: list(DIRECTIONS))
     """Host<->device directions: h2d (host to device), d2h (device to host)."""
-    memory: list[str] = field(default_factory=lambda: list(MEMORY_KINDS))
+    memory: list[MemoryKind] = field(default_factory=lambda: list(MEMORY_KINDS))
     """Host memory kinds: pinned (page-locked, DMA) and pageable (staged by the driver)."""
     pinned_size_bytes: int = _GIB
     """Bytes of each pinned host<->device copy."""
@@ -73,8 +92,9 @@ class TransferConfig:
     """Timed copies per case; the median is reported."""
 
     def __post_init__(self) -> None:
-        _check_names("directions", self.directions, DIRECTIONS)
-        _check_names("memory", self.memory, MEMORY_KINDS)
+        for name in ("directions", "memory"):
+            if not getattr(self, name):
+                raise ValueError(f"{name} must not be empty")
         for name in ("pinned_size_bytes", "pageable_size_bytes", "p2p_size_bytes"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
@@ -92,14 +112,6 @@ class TransferConfig:
         return cls(pageable_size_bytes=_GIB, p2p_size_bytes=p2p_size, warmup=5, repeats=repeats)
 
 
-def _check_names(what: str, values: list[str], known: tuple[str, ...]) -> None:
-    if not values:
-        raise ValueError(f"{what} must not be empty")
-    for value in values:
-        if value not in known:
-            raise ValueError(f"unknown {what} {value!r} (choose from {', '.join(known)})")
-
-
 @dataclass(frozen=True, slots=True)
 class _Placement:
     """Where a host buffer lives: 'local' / 'remote' to the GPU, or 'unknown'."""
@@ -109,7 +121,6 @@ class _Placement:
     cpus: tuple[int, ...] = ()
 
 
-@register("transfer", level=1, scope="per_device", config=TransferConfig, devices=("cuda",))
 def transfer(ctx: DistContext, cfg: TransferConfig) -> Iterator[Measurement]:
     """Host<->device (pinned, pageable, NUMA local/remote) and GPU<->GPU copy bandwidth."""
     # Steps and barriers depend on the settings only, never on this host, so every rank of every
@@ -161,7 +172,7 @@ def _host_step(
     ctx: DistContext,
     cfg: TransferConfig,
     *,
-    kind: str,
+    kind: MemoryKind,
     placement: _Placement | None,
     read_link: bool,
 ) -> Iterator[Measurement]:
@@ -244,7 +255,7 @@ def _check_round_trip(*, host: torch.Tensor, dev_src: torch.Tensor, dev_dst: tor
 
 
 def _time_host_copy(
-    ctx: DistContext, cfg: TransferConfig, *, direction: str, bufs: _Buffers, params: _Params
+    ctx: DistContext, cfg: TransferConfig, *, direction: Direction, bufs: _Buffers, params: _Params
 ) -> Measurement:
     host, dev_src, dev_dst = bufs
     # non_blocking only matters for page-locked memory; pageable copies are synchronous anyway
@@ -257,7 +268,7 @@ def _time_host_copy(
     stats = rate_stats(samples, work=host.numel(), scale=1e9)
     p, ref = {"direction": direction, **params}, _link_reference(ctx)
     return ctx.measurement(
-        metric="bandwidth", value=stats.median, unit="GB/s", params=p, stats=stats, reference=ref
+        TransferMetrics.bandwidth, value=stats.median, params=p, stats=stats, reference=ref
     )
 
 
@@ -291,13 +302,14 @@ def _link_under_load(
         log.info("transfer: PCIe link of GPU %d not readable", ctx.gpu.index)
         return []
     pcie = ctx.gpu.pcie
-    readings: list[tuple[str, int | None, str, _Params]] = [
-        ("pcie_link_gen", link.gen, "gen", {"max_gen": link.max_gen or pcie.max_gen}),
-        ("pcie_link_width", link.width, "lanes", {"max_width": link.max_width or pcie.max_width}),
+    max_gen, max_width = link.max_gen or pcie.max_gen, link.max_width or pcie.max_width
+    readings: list[tuple[Metric, int | None, _Params]] = [
+        (TransferMetrics.pcie_link_gen, link.gen, {"max_gen": max_gen}),
+        (TransferMetrics.pcie_link_width, link.width, {"max_width": max_width}),
     ]
     return [
-        ctx.measurement(metric=metric, value=value, unit=unit, params=params)
-        for metric, value, unit, params in readings
+        ctx.measurement(metric, value=value, params=params)
+        for metric, value, params in readings
         if value is not None
     ]
 
@@ -381,12 +393,7 @@ def _time_p2p(ctx: DistContext, cfg: TransferConfig, *, copy: _P2PCopy) -> Measu
     p: _Params = dict(src=copy.i, dst=copy.j, mode=mode, p2p_access=access, size_bytes=size_bytes)
     ref = _nvlink_reference(ctx, bidir=copy.bidir)
     return ctx.measurement(
-        metric="p2p_bandwidth",
-        value=stats.median,
-        unit="GB/s",
-        params=p,
-        stats=stats,
-        reference=ref,
+        TransferMetrics.p2p_bandwidth, value=stats.median, params=p, stats=stats, reference=ref
     )
 
 

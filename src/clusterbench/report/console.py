@@ -3,14 +3,14 @@ then the findings with their fixes, the errors and what did not finish."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from clusterbench.report._summary import (
+from clusterbench.report.cells import (
     ROW_HEADER,
     Grid,
     Matrix,
@@ -20,7 +20,6 @@ from clusterbench.report._summary import (
     matrix_title,
     row_cells,
     sorted_findings,
-    summary_sections,
 )
 from clusterbench.schema import Finding, Results
 
@@ -29,10 +28,9 @@ __all__ = ["render_summary"]
 SEVERITY_STYLE = {"fail": "bold red", "warn": "yellow", "info": "cyan"}
 
 
-def render_summary(results: Results, console: Console) -> None:
-    """Header, one table per benchmark, findings, errors, and what did not finish."""
+def render_summary(results: Results, sections: Sequence[Section], console: Console) -> None:
+    """Header, one table per benchmark section, findings, errors, and what did not finish."""
     console.print(Text(header_line(results), style="bold"))
-    sections = summary_sections(results)
     if not sections:
         console.print("No measurements.")
     for section in sections:

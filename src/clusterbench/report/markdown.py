@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from clusterbench.report._summary import (
+from clusterbench.report.cells import (
     ROW_HEADER,
     Grid,
     Matrix,
@@ -14,17 +14,15 @@ from clusterbench.report._summary import (
     matrix_title,
     row_cells,
     sorted_findings,
-    summary_sections,
 )
 from clusterbench.schema import ErrorRecord, Results
 
 __all__ = ["render_markdown"]
 
 
-def render_markdown(results: Results) -> str:
-    """Header, one table per benchmark, findings, errors, and what did not finish."""
+def render_markdown(results: Results, sections: Sequence[Section]) -> str:
+    """Header, one table per benchmark section, findings, errors, and what did not finish."""
     parts = [f"# clusterbench run {results.run.id}", header_line(results)]
-    sections = summary_sections(results)
     if not sections:
         parts.append("No measurements.")
     parts.extend(_section(s) for s in sections)

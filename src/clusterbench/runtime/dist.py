@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import torch
 import torch.distributed as dist
 
+from clusterbench.metrics import Metric
 from clusterbench.schema import GpuInfo, HostInfo, Measurement, ParamValue, Reference, Stats
 
 __all__ = [
@@ -38,11 +39,26 @@ class Progress(Protocol):
 
 
 class NullProgress:
+    """Progress nobody sees (ranks other than 0, tests): a benchmark's bar, and the run's set of
+    bars (``with`` it, ask it for a :meth:`bar`), that draw nothing."""
+
     def start(self, total: float) -> None:
         pass
 
     def advance(self, amount: float = 1.0) -> None:
         pass
+
+    def finish(self, note: str = "") -> None:
+        pass
+
+    def bar(self, name: str) -> NullProgress:
+        return self
+
+    def __enter__(self) -> NullProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 @dataclass(kw_only=True)
@@ -131,20 +147,21 @@ class DistContext:
 
     def measurement(
         self,
+        metric: Metric,
         *,
-        metric: str,
         value: float,
-        unit: str,
         params: dict[str, ParamValue] | None = None,
         stats: Stats | None = None,
         reference: Reference | None = None,
     ) -> Measurement:
-        """A measurement of the running benchmark on this rank's device."""
+        """A measurement of ``metric`` (declared by the running benchmark) on this rank's device."""
+        if metric.benchmark != self.benchmark:
+            raise ValueError(f"{self.benchmark} cannot emit {metric}: another benchmark's metric")
         return Measurement(
             benchmark=self.benchmark,
-            metric=metric,
+            metric=metric.name,
             value=float(value),
-            unit=unit,
+            unit=metric.unit,
             params=dict(params or {}),
             rank=self.rank,
             host=self.host,

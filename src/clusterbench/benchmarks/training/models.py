@@ -14,8 +14,9 @@ import dataclasses
 import functools
 import importlib
 import math
+import typing
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -39,13 +40,29 @@ from clusterbench.benchmarks.training.encoder import (
 from clusterbench.benchmarks.training.workload import Batch, Workload
 
 __all__ = [
+    "DECODER_MODELS",
     "DECODER_PRESETS",
     "ENCODER_PRESETS",
     "PRESETS",
     "VISION_PRESETS",
+    "DecoderModel",
+    "EncoderModel",
+    "Model",
+    "VisionModel",
     "build_workload",
     "llama_ffn_dim",
 ]
+
+DecoderModel = Literal["tiny", "125m", "1.3b", "2b", "7b", "8b"]
+"""The Llama-style decoders: the keys of :data:`DECODER_PRESETS`."""
+EncoderModel = Literal["bert_tiny", "bert_large"]
+"""BERT pre-training: the keys of :data:`ENCODER_PRESETS`."""
+VisionModel = Literal["resnet50", "vit_b_16"]
+"""torchvision models: the keys of :data:`VISION_PRESETS`."""
+Model = Literal[DecoderModel, EncoderModel, VisionModel]
+"""Every workload preset (the tables' keys are typed by these names; a test pins that each
+table holds all of its names)."""
+DECODER_MODELS: tuple[DecoderModel, ...] = typing.get_args(DecoderModel)
 
 _GPT2_VOCAB = 50304  # GPT-2's 50257 tokens padded to a multiple of 64 (nanoGPT)
 
@@ -67,7 +84,7 @@ def _decoder(
     )  # fmt: skip
 
 
-DECODER_PRESETS: dict[str, DecoderConfig] = {
+DECODER_PRESETS: dict[DecoderModel, DecoderConfig] = {
     "tiny": _decoder(2, 64, 4, 2, vocab=512, seq_len=64, ffn_dim=192),
     # GPT-2 small's shape (Radford et al. 2019)
     "125m": _decoder(12, 768, 12, 12, vocab=_GPT2_VOCAB, seq_len=1024),
@@ -81,7 +98,7 @@ DECODER_PRESETS: dict[str, DecoderConfig] = {
     "8b": _decoder(32, 4096, 32, 8, vocab=128256, seq_len=8192, ffn_dim=14336, rope_theta=500000.0),
 }
 _BERT_VOCAB = padded_vocab(30522)  # BERT's uncased WordPiece vocabulary, padded to 30528
-ENCODER_PRESETS: dict[str, EncoderConfig] = {
+ENCODER_PRESETS: dict[EncoderModel, EncoderConfig] = {
     # BERT-Tiny (Turc et al. 2019: L 2, H 128, A 2), at BERT's phase-1 length: for CPUs
     "bert_tiny": EncoderConfig(
         num_layers=2, dim=128, num_heads=2, ffn_dim=512, vocab_size=_BERT_VOCAB, seq_len=128,
@@ -94,9 +111,9 @@ ENCODER_PRESETS: dict[str, EncoderConfig] = {
         max_predictions=76,
     ),
 }  # fmt: skip
-VISION_PRESETS: dict[str, str] = {"resnet50": "resnet50", "vit_b_16": "vit_b_16"}
+VISION_PRESETS: dict[VisionModel, str] = {"resnet50": "resnet50", "vit_b_16": "vit_b_16"}
 """Preset name -> torchvision.models builder."""
-PRESETS = (*DECODER_PRESETS, *ENCODER_PRESETS, *VISION_PRESETS)
+PRESETS: tuple[Model, ...] = (*DECODER_PRESETS, *ENCODER_PRESETS, *VISION_PRESETS)
 _IMAGE_SIZE = 224
 _NUM_CLASSES = 1000
 
@@ -115,7 +132,7 @@ def build_workload(name: str, *, device: torch.device, seq_len: int | None = Non
     raise ValueError(f"unknown model {name!r} (choose from {', '.join(PRESETS)})")
 
 
-def decoder_config(name: str, *, seq_len: int | None = None) -> DecoderConfig:
+def decoder_config(name: DecoderModel, *, seq_len: int | None = None) -> DecoderConfig:
     cfg = DECODER_PRESETS[name]
     if seq_len is None:
         return cfg
@@ -124,7 +141,7 @@ def decoder_config(name: str, *, seq_len: int | None = None) -> DecoderConfig:
     return dataclasses.replace(cfg, seq_len=seq_len)
 
 
-def _decoder_workload(name: str, *, device: torch.device, seq_len: int | None) -> Workload:
+def _decoder_workload(name: DecoderModel, *, device: torch.device, seq_len: int | None) -> Workload:
     cfg = decoder_config(name, seq_len=seq_len)
     t = cfg.seq_len
     with torch.device(device):
@@ -148,7 +165,7 @@ def _decoder_workload(name: str, *, device: torch.device, seq_len: int | None) -
     )
 
 
-def _encoder_workload(name: str, *, device: torch.device, seq_len: int | None) -> Workload:
+def _encoder_workload(name: EncoderModel, *, device: torch.device, seq_len: int | None) -> Workload:
     preset = ENCODER_PRESETS[name]
     cfg = preset if seq_len is None else preset.with_seq_len(seq_len)
     with torch.device(device):
@@ -181,7 +198,7 @@ def _token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
 
 
-def _torchvision_builder(name: str) -> Callable[..., nn.Module]:
+def _torchvision_builder(name: VisionModel) -> Callable[..., nn.Module]:
     try:
         models = importlib.import_module("torchvision.models")
     except ImportError:
@@ -193,7 +210,7 @@ def _torchvision_builder(name: str) -> Callable[..., nn.Module]:
     return builder
 
 
-def _vision_workload(name: str, *, device: torch.device) -> Workload:
+def _vision_workload(name: VisionModel, *, device: torch.device) -> Workload:
     builder = _torchvision_builder(name)
     flops = count_training_flops(builder, image_size=_IMAGE_SIZE)
     with torch.device(device):

@@ -9,7 +9,6 @@ microbatches through the pipeline (GPipe: all forwards, then all backwards; bubb
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +16,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from clusterbench.benchmarks.training.blocks import make_optimizer, prepare_blocks
 from clusterbench.benchmarks.training.decoder import Decoder
+from clusterbench.benchmarks.training.settings import Case
 from clusterbench.benchmarks.training.workload import Batch, Workload
 
 __all__ = ["PipelineTrainer", "build_pipeline_trainer", "stage_layers"]
@@ -81,21 +82,19 @@ class PipelineTrainer:
 def build_pipeline_trainer(
     workload: Workload,
     *,
-    case: Any,
+    case: Case,
     group: dist.ProcessGroup,
     device: torch.device,
     num_microbatches: int,
-    prepare_blocks: Callable[[nn.Module], None],
 ) -> PipelineTrainer:
+    """This rank's stage of the decoder, its blocks prepared for ``case``, on a GPipe schedule."""
     from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
-
-    from clusterbench.benchmarks.training.strategies import make_optimizer
 
     model = workload.model
     assert isinstance(model, Decoder)
     num_stages, stage = dist.get_world_size(group), dist.get_rank(group)
     _keep_stage(model, num_stages=num_stages, stage=stage)
-    prepare_blocks(model)
+    prepare_blocks(model, case=case, block_paths=workload.block_paths)
     module: nn.Module = model
     if case.precision in _AMP_DTYPES:
         module = _Autocast(model, device_type=device.type, dtype=_AMP_DTYPES[case.precision])

@@ -27,7 +27,10 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from clusterbench.benchmarks.training.blocks import LR, iter_blocks, make_optimizer, prepare_blocks
 from clusterbench.benchmarks.training.decoder import Decoder
+from clusterbench.benchmarks.training.pipeline import build_pipeline_trainer
+from clusterbench.benchmarks.training.settings import Case, Precision, case_conflict
 from clusterbench.benchmarks.training.workload import Batch, Workload
 from clusterbench.runtime.precision import matmul_precision
 
@@ -38,38 +41,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AMP_DTYPES",
-    "PRECISIONS",
-    "STRATEGIES",
-    "Case",
     "StepTrainer",
     "Trainer",
     "build_trainer",
-    "case_conflict",
     "case_scope",
     "check_applicable",
-    "iter_blocks",
-    "make_optimizer",
-    "prepare_blocks",
     "replicas_agree",
 ]
 
-STRATEGIES = ("ddp", "fsdp2", "zero2", "zero1", "tp", "pp")
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
-AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-LR = 1e-4  # small enough that the synthetic loss stays finite for every preset
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Case:
-    """One training configuration."""
-
-    strategy: str
-    precision: str
-    activation_checkpointing: bool = False
-    compile: bool = False
-    cuda_graphs: bool = False
-    """Compiled blocks replayed as CUDA graphs (mode="reduce-overhead"); ddp and zero1 only:
-    sharded strategies move their parameters between steps, which graphs cannot follow."""
+AMP_DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 class StepTrainer(Protocol):
@@ -79,19 +59,6 @@ class StepTrainer(Protocol):
 
     def last_loss(self) -> float:
         """The loss of the last step (a collective for pipelines: call on every group rank)."""
-
-
-def case_conflict(case: Case, *, decoder: bool) -> str | None:
-    """What rules ``case`` out whatever the world size (None: nothing); ``decoder``: whether
-    the model is one of the decoder presets.  The settings check it up front, the sweep per
-    combination."""
-    if case.cuda_graphs and not case.compile:
-        return "cuda_graphs needs compile=true (the graphs are torch.compile's)"
-    if case.cuda_graphs and case.strategy not in ("ddp", "zero1"):
-        return f"cuda_graphs runs with strategy ddp or zero1, not {case.strategy}"
-    if case.strategy in ("tp", "pp") and not decoder:
-        return f"strategy {case.strategy} needs a decoder model"
-    return None
 
 
 def check_applicable(workload: Workload, *, case: Case, group_size: int) -> str | None:
@@ -163,7 +130,7 @@ _DYNAMO_SETTINGS = ("optimize_ddp", "automatic_dynamic_shapes", "recompile_limit
 
 
 @contextlib.contextmanager
-def case_scope(precision: str) -> Iterator[None]:
+def case_scope(precision: Precision) -> Iterator[None]:
     """Where a case is built and run: its matmul precision, and the Dynamo settings the
     strategies change, both restored afterwards (the next benchmark of the process sees
     PyTorch's defaults)."""
@@ -182,12 +149,9 @@ def build_trainer(
     if reason is not None:
         raise ValueError(reason)
     if case.strategy == "pp":
-        from clusterbench.benchmarks.training.pipeline import build_pipeline_trainer
-
         return build_pipeline_trainer(
-            workload, case=case, group=group, device=device, num_microbatches=num_microbatches,
-            prepare_blocks=lambda m: prepare_blocks(m, case=case, block_paths=workload.block_paths),
-        )  # fmt: skip
+            workload, case=case, group=group, device=device, num_microbatches=num_microbatches
+        )
     model = workload.model
     if case.strategy == "tp":
         from torch.distributed.device_mesh import DeviceMesh
@@ -203,40 +167,6 @@ def build_trainer(
         # of kernel time per step (docs/results/H200-level3.md)
         trainer.loss_fn = torch.compile(trainer.loss_fn)
     return trainer
-
-
-def prepare_blocks(model: nn.Module, *, case: Case, block_paths: tuple[str, ...]) -> None:
-    """Activation checkpointing (non-reentrant) and torch.compile, block by block."""
-    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
-
-    if case.compile:
-        # Blocks share one forward whose input shapes differ along the model (ResNet's stages):
-        # each shape gets its own static graph, never a slower dynamic-shape one after a recompile
-        torch._dynamo.config.automatic_dynamic_shapes = False
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-    for _, block, parent in iter_blocks(model, block_paths):
-        wrapped = checkpoint_wrapper(block) if case.activation_checkpointing else block
-        if case.compile:
-            # in place: parameter names stay as they are
-            wrapped.compile(mode="reduce-overhead" if case.cuda_graphs else None)
-        if wrapped is not block:
-            parent.register_module(_name_in(parent, block), wrapped)
-
-
-def iter_blocks(
-    model: nn.Module, block_paths: tuple[str, ...]
-) -> list[tuple[str, nn.Module, nn.Module]]:
-    """(path, block, its container) for every child of the containers at ``block_paths``."""
-    out = []
-    for path in block_paths:
-        container = model.get_submodule(path)
-        for name, child in container.named_children():
-            out.append((f"{path}.{name}", child, container))
-    return out
-
-
-def _name_in(parent: nn.Module, child: nn.Module) -> str:
-    return next(name for name, c in parent.named_children() if c is child)
 
 
 def _apply_tensor_parallel(model: nn.Module, *, mesh: DeviceMesh) -> None:
@@ -258,17 +188,6 @@ def _apply_tensor_parallel(model: nn.Module, *, mesh: DeviceMesh) -> None:
     assert isinstance(model, Decoder)
     for block in model.layers.values():
         parallelize_module(block, mesh, plan)
-
-
-def make_optimizer(params: list[nn.Parameter], *, device: torch.device) -> torch.optim.Optimizer:
-    """AdamW, fused on CUDA; DTensor and plain parameters in separate groups (a fused or
-    foreach kernel takes one kind per call)."""
-    from torch.distributed.tensor import DTensor
-
-    dtensors = [p for p in params if isinstance(p, DTensor)]
-    plain = [p for p in params if not isinstance(p, DTensor)]
-    groups = [{"params": g} for g in (dtensors, plain) if g]
-    return torch.optim.AdamW(groups, lr=LR, fused=device.type == "cuda" or None)
 
 
 def _amp(

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 
-from clusterbench.benchmarks.training import metrics
+from clusterbench.benchmarks.training import formulas
 from clusterbench.benchmarks.training.cases import (
     case_params,
     free_memory,
@@ -19,12 +18,10 @@ from clusterbench.benchmarks.training.cases import (
     sweep_steps,
     time_steps,
 )
-from clusterbench.benchmarks.training.strategies import Case, case_scope
+from clusterbench.benchmarks.training.settings import Case, TrainingConfig, TrainingMetrics
+from clusterbench.benchmarks.training.strategies import case_scope
 from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import Measurement, ParamValue, Stats
-
-if TYPE_CHECKING:
-    from clusterbench.benchmarks.training.bench import TrainingConfig
 
 __all__ = ["grad_accum_sweep", "run_sweep_case"]
 
@@ -58,7 +55,7 @@ def run_sweep_case(
             cfg, case=case, w=dist.get_world_size(group), grad_accum=cfg.grad_accum
         )
         params.update(series="sweep", reason=reason or None)
-        yield ctx.measurement(metric="fits", value=0 if reason else 1, unit="bool", params=params)
+        yield ctx.measurement(TrainingMetrics.fits, value=0 if reason else 1, params=params)
 
 
 def grad_accum_sweep(
@@ -76,18 +73,20 @@ def grad_accum_sweep(
     warmup, steps = sweep_steps(cfg)
     for k in cfg.grad_accum_sweep:
         with case_scope(case.precision):
-            workload, trainer, batches = setup_case(ctx, cfg, case=case, group=group, grad_accum=k)
-            kw = {"trainer": trainer, "batches": batches, "warmup": warmup, "steps": steps}
-            synced = time_steps(ctx, **kw)  # type: ignore[arg-type]
-            compute = time_steps(ctx, sync=False, **kw)  # type: ignore[arg-type]
+            built = setup_case(ctx, cfg, case=case, group=group, grad_accum=k)
+            trainer, batches = built.trainer, built.batches
+            synced = time_steps(ctx, trainer=trainer, batches=batches, warmup=warmup, steps=steps)
+            compute = time_steps(
+                ctx, trainer=trainer, batches=batches, warmup=warmup, steps=steps, sync=False
+            )
         w = dist.get_world_size(group)
         if dist.get_rank(group) == 0:
-            params = case_params(cfg, case=case, workload=workload, w=w, grad_accum=k)
+            params = case_params(cfg, case=case, workload=built.workload, w=w, grad_accum=k)
             params["series"] = "grad_accum"
             yield from _idle_measurements(
-                ctx, params=params, synced=synced.samples, compute=compute.samples
+                ctx, params=params, synced=synced.step_times_s, compute=compute.step_times_s
             )
-        del trainer, workload, batches
+        del built, trainer, batches
         free_memory(ctx)
         ctx.progress.advance()
 
@@ -98,14 +97,9 @@ def _idle_measurements(
     step = Stats.from_samples([t * 1e3 for t in synced])
     only = Stats.from_samples([t * 1e3 for t in compute])
     idle_ms = max(0.0, step.median - only.median)
-    fraction = metrics.idle_fraction(step_time=step.median, compute_time=only.median)
-    yield ctx.measurement(
-        metric="accum_step_time_ms", value=step.median, unit="ms", params=params, stats=step
-    )
-    yield ctx.measurement(
-        metric="compute_only_step_time_ms", value=only.median, unit="ms", params=params, stats=only
-    )
-    yield ctx.measurement(metric="sync_idle_ms", value=idle_ms, unit="ms", params=params)
-    yield ctx.measurement(
-        metric="sync_idle_fraction", value=100 * fraction, unit="%", params=params
-    )
+    fraction = formulas.idle_fraction(step_time=step.median, compute_time=only.median)
+    m = TrainingMetrics
+    yield ctx.measurement(m.accum_step_time_ms, value=step.median, params=params, stats=step)
+    yield ctx.measurement(m.compute_only_step_time_ms, value=only.median, params=params, stats=only)
+    yield ctx.measurement(m.sync_idle_ms, value=idle_ms, params=params)
+    yield ctx.measurement(m.sync_idle_fraction, value=100 * fraction, params=params)

@@ -1,4 +1,8 @@
-"""Verdicts on links: PCIe under load, host<->device bandwidth and NUMA, GPU<->GPU copies."""
+"""Verdicts on ``transfer``: the PCIe link under load (and idle probe readings of GPUs not
+read under load), host<->device bandwidth and NUMA placement, GPU<->GPU copies.
+
+Pure functions: a :class:`~clusterbench.schema.Results` in, a list of findings out.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +15,14 @@ from clusterbench.analysis._common import (
     per_device,
     ref_value,
     scope_label,
-    select,
 )
+from clusterbench.benchmarks.transfer import TransferMetrics
+from clusterbench.metrics import Metric
 from clusterbench.schema import Finding, Measurement, PCIeLink, Results
+from clusterbench.thresholds import Thresholds
 
 __all__ = [
+    "findings",
     "host_device_findings",
     "p2p_findings",
     "pcie_findings",
@@ -28,6 +35,19 @@ _PCIE_FIX = (
 )
 
 
+def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
+    """Every verdict on the transfer measurements: PCIe link, host<->device, GPU<->GPU."""
+    return [
+        *pcie_findings(results),
+        *host_device_findings(
+            results,
+            min_efficiency=thresholds.host_device_min_efficiency,
+            remote_numa_max_loss=thresholds.remote_numa_max_loss,
+        ),
+        *p2p_findings(results, min_efficiency=thresholds.p2p_min_efficiency),
+    ]
+
+
 # --- PCIe link -----------------------------------------------------------------------------
 
 
@@ -35,11 +55,12 @@ def pcie_findings(results: Results) -> list[Finding]:
     """PCIe gen/width under load below the maximum -> fail; idle-only low readings -> info."""
     out = []
     under_load: set[tuple[str, str]] = set()
-    for metric, max_key, label in (
-        ("pcie_link_gen", "max_gen", "gen"),
-        ("pcie_link_width", "max_width", "x"),
-    ):
-        for m in select(results, benchmark="transfer", metric=metric):
+    readings: tuple[tuple[Metric, str, str], ...] = (
+        (TransferMetrics.pcie_link_gen, "max_gen", "gen"),
+        (TransferMetrics.pcie_link_width, "max_width", "x"),
+    )
+    for metric, max_key, label in readings:
+        for m in metric.select(results):
             under_load.add(per_device(m))
             maximum = as_number(m.params.get(max_key))
             if maximum is not None and m.value < maximum:
@@ -111,9 +132,7 @@ def host_device_findings(
 ) -> list[Finding]:
     """Pinned h2d/d2h below ``min_efficiency`` x the link rate -> warn; remote NUMA -> info."""
     pinned = [
-        m
-        for m in select(results, benchmark="transfer", metric="bandwidth")
-        if m.params.get("memory") == "pinned"
+        m for m in TransferMetrics.bandwidth.select(results) if m.params.get("memory") == "pinned"
     ]
     best = best_by(
         pinned, lambda m: (m.host, m.device, m.params.get("direction"), m.params.get("numa"))
@@ -202,7 +221,7 @@ def _remote_numa_finding(
 
 def p2p_findings(results: Results, *, min_efficiency: float) -> list[Finding]:
     """No peer access between two GPUs -> warn; a pair below ``min_efficiency`` x NVLink -> warn."""
-    pairs = select(results, benchmark="transfer", metric="p2p_bandwidth")
+    pairs = TransferMetrics.p2p_bandwidth.select(results)
     best = best_by(pairs, _pair_key)
     out: list[Finding] = []
     seen_no_access: set[tuple[str, frozenset[str]]] = set()

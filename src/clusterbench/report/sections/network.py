@@ -6,23 +6,29 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from clusterbench.analysis.outliers import better_direction
-from clusterbench.report._summary import Matrix
+from clusterbench.benchmarks.network import NetworkMetrics
+from clusterbench.metrics import direction_of
+from clusterbench.report.cells import Matrix, Section, metric_rows
 from clusterbench.schema import Measurement
 
-__all__ = ["network_matrices", "network_row_label"]
+__all__ = ["network_matrices", "network_row_label", "section"]
 
 _CORNER = "sender \\ receiver"
 _LOOPBACK_LABELS = {
-    "tcp_throughput": "loopback TCP throughput",
-    "tcp_latency_us": "loopback TCP latency (round trip)",
+    NetworkMetrics.tcp_throughput.name: "loopback TCP throughput",
+    NetworkMetrics.tcp_latency_us.name: "loopback TCP latency (round trip)",
 }
+
+
+def section(ms: list[Measurement], multi_host: bool) -> Section:
+    rows = metric_rows(ms, label=network_row_label, multi_host=multi_host)
+    return Section("network", rows=rows, matrices=network_matrices(ms))
 
 
 def network_row_label(m: Measurement) -> str | None:
     """Summary rows: each NIC's rate and state, and the single-node (loopback) tests; results
     between nodes go to :func:`network_matrices`."""
-    if m.metric == "nic_rate":
+    if NetworkMetrics.nic_rate.matches(m):
         return f"nic {m.params.get('nic')} ({m.params.get('kind')}, {m.params.get('state')})"
     if m.params.get("loopback"):
         return _LOOPBACK_LABELS.get(m.metric, f"loopback {m.metric}")
@@ -32,9 +38,9 @@ def network_row_label(m: Measurement) -> str | None:
 def network_matrices(ms: Iterable[Measurement]) -> list[Matrix]:
     """TCP throughput, TCP latency and RDMA write bandwidth between nodes, sender x receiver."""
     between = [m for m in ms if "src_host" in m.params and not m.params.get("loopback")]
-    tcp = [m for m in between if m.metric == "tcp_throughput"]
-    latency = [m for m in between if m.metric == "tcp_latency_us"]
-    rdma = [m for m in between if m.metric == "rdma_write_bw"]
+    tcp = NetworkMetrics.tcp_throughput.select(between)
+    latency = NetworkMetrics.tcp_latency_us.select(between)
+    rdma = NetworkMetrics.rdma_write_bw.select(between)
     tools = "/".join(sorted({str(m.params.get("tool")) for m in tcp}))
     streams = "/".join(sorted({str(m.params.get("streams")) for m in tcp}))
     matrices = [
@@ -48,7 +54,7 @@ def network_matrices(ms: Iterable[Measurement]) -> list[Matrix]:
 def _matrix(ms: list[Measurement], *, title: str) -> Matrix:
     """The best value per directed pair (by the unit's better direction); the link rate as
     reference when all pairs share one."""
-    pick = min if ms and better_direction(ms[0].unit) == "lower" else max
+    pick = min if ms and direction_of(ms[0]) == "lower" else max
     cells: dict[tuple[str, str], float] = {}
     for m in ms:
         pair = (str(m.params.get("src_host")), str(m.params.get("dst_host")))

@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from clusterbench.report._summary import Grid, Section, metric_cell
+from clusterbench.benchmarks.training.settings import TrainingMetrics as _T
+from clusterbench.report.cells import Grid, Section, metric_cell
 from clusterbench.schema import Measurement
 
-__all__ = ["training_section"]
+__all__ = ["section"]
 
 _SCALING_HEADER = (
     "model", "strategy", "precision", "GPUs", "global batch", "step ms", "throughput/GPU",
@@ -41,11 +42,11 @@ def _scaling_grid(ms: list[Measurement]) -> Grid | None:
         rows.append((
             str(first.get("model")), str(first.get("strategy")), str(first.get("precision")),
             str(first.get("world_size")), str(first.get("global_batch", "-")),
-            metric_cell(metrics, "step_time_ms"),
-            metric_cell(metrics, "tokens_per_s_per_gpu", "samples_per_s_per_gpu"),
-            metric_cell(metrics, "tokens_per_s", "samples_per_s"), metric_cell(metrics, "mfu"),
-            metric_cell(metrics, "scaling_efficiency"), metric_cell(metrics, "peak_memory_gb"),
-            metric_cell(metrics, "loss"),
+            metric_cell(metrics, _T.step_time_ms),
+            metric_cell(metrics, _T.tokens_per_s_per_gpu, _T.samples_per_s_per_gpu),
+            metric_cell(metrics, _T.tokens_per_s, _T.samples_per_s), metric_cell(metrics, _T.mfu),
+            metric_cell(metrics, _T.scaling_efficiency), metric_cell(metrics, _T.peak_memory_gb),
+            metric_cell(metrics, _T.loss),
         ))  # fmt: skip
     if not rows:
         return None
@@ -57,13 +58,13 @@ def _sweep_grid(ms: list[Measurement]) -> Grid | None:
     rows: list[tuple[str, ...]] = []
     for metrics in _by_case(m for m in ms if m.params.get("series") == "sweep").values():
         p = next(iter(metrics.values())).params
-        fits = metrics.get("fits")
+        fits = metrics.get(_T.fits.name)
         fit = "yes" if fits is None or fits.value else f"no: {fits.params.get('reason')}"
         rows.append((
             str(p.get("strategy")), str(p.get("precision")),
             str(p.get("activation_checkpointing")), str(p.get("compile")),
-            metric_cell(metrics, "tokens_per_s_per_gpu", "samples_per_s_per_gpu"),
-            metric_cell(metrics, "mfu"), metric_cell(metrics, "peak_memory_gb"), fit,
+            metric_cell(metrics, _T.tokens_per_s_per_gpu, _T.samples_per_s_per_gpu),
+            metric_cell(metrics, _T.mfu), metric_cell(metrics, _T.peak_memory_gb), fit,
         ))  # fmt: skip
     if not rows:
         return None
@@ -75,8 +76,8 @@ def _accum_grid(ms: list[Measurement]) -> Grid | None:
     cases = _by_case(m for m in ms if m.params.get("series") == "grad_accum")
     rows: list[tuple[str, ...]] = [
         (str(next(iter(c.values())).params.get("grad_accum")),
-         metric_cell(c, "accum_step_time_ms"), metric_cell(c, "compute_only_step_time_ms"),
-         metric_cell(c, "sync_idle_ms"), metric_cell(c, "sync_idle_fraction"))
+         metric_cell(c, _T.accum_step_time_ms), metric_cell(c, _T.compute_only_step_time_ms),
+         metric_cell(c, _T.sync_idle_ms), metric_cell(c, _T.sync_idle_fraction))
         for c in cases.values()
     ]  # fmt: skip
     if not rows:
@@ -86,6 +87,6 @@ def _accum_grid(ms: list[Measurement]) -> Grid | None:
                 header=header, rows=rows)  # fmt: skip
 
 
-def training_section(ms: list[Measurement], multi_host: bool) -> Section:
+def section(ms: list[Measurement], multi_host: bool) -> Section:
     grids = [g for g in (_scaling_grid(ms), _sweep_grid(ms), _accum_grid(ms)) if g is not None]
     return Section("training", grids=grids)

@@ -1,5 +1,9 @@
-"""The attribution benchmark's moving parts: its workload and trainer, the planted delays, the
-profiled steps and the trace files (writing, reading back)."""
+"""The steps the ``attribution`` benchmark profiles: its own check workloads, the planted
+delays, the profiled steps and the trace files (writing, reading back).
+
+Its functions take plain arguments, not the benchmark's settings (attribution.py, which
+holds them, imports this module).
+"""
 
 from __future__ import annotations
 
@@ -10,27 +14,35 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal, TypeGuard
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from clusterbench.benchmarks.training import cases
-from clusterbench.benchmarks.training.strategies import LR, Trainer
+from clusterbench.benchmarks.training.blocks import LR
+from clusterbench.benchmarks.training.strategies import Trainer
 from clusterbench.benchmarks.training.workload import Batch, Workload
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.timing import synchronize, wall_clock
 
-if TYPE_CHECKING:
-    from clusterbench.benchmarks.attribution import AttributionConfig
+__all__ = [
+    "LOCAL_MODELS",
+    "LocalModel",
+    "Profiled",
+    "build_step",
+    "is_local_model",
+    "load_trace_events",
+    "local_trainer",
+    "overhead_pct",
+    "profile_steps",
+]
 
-__all__ = ["LOCAL_MODELS", "Profiled", "build_step", "load_trace_events", "profile_steps"]
-
-LOCAL_MODELS = {
+LocalModel = Literal["comm_heavy", "gemm_heavy"]
+LOCAL_MODELS: dict[LocalModel, tuple[int, int, int, float]] = {
     # name: (width, layers or parameters, rows per sample, DDP bucket MB)
     "comm_heavy": (1024, 1 << 22, 1, 0.0625),
     "gemm_heavy": (1024, 2, 128, 25.0),
@@ -39,6 +51,13 @@ LOCAL_MODELS = {
 256 tensors, only summed into a scale: almost no compute, then 256 all-reduces of 64 KB, one
 bucket each: latency-bound communication over gloo) and ``gemm_heavy`` (large matmuls, few
 parameters: compute-bound).  Always DDP with plain SGD (a cheap optimizer step)."""
+
+
+def is_local_model(model: str) -> TypeGuard[LocalModel]:
+    """Whether ``model`` is one of the attribution-only workloads (not a ``training`` preset)."""
+    return model in LOCAL_MODELS
+
+
 _DELAY_MATMUL = 256
 
 
@@ -65,7 +84,7 @@ class _SummedScale(nn.Module):
         return x * torch.stack([w.sum() for w in self.weights]).sum()
 
 
-def _local_workload(name: str, *, device: torch.device) -> Workload:
+def _local_workload(name: LocalModel, *, device: torch.device) -> Workload:
     """gemm_heavy: a stack of square linear layers, each sample ``rows`` input rows;
     comm_heavy: inputs times the sum of ``size`` parameters (gradients as large as the model
     for almost no work)."""
@@ -88,43 +107,44 @@ def _local_workload(name: str, *, device: torch.device) -> Workload:
     )  # fmt: skip
 
 
-def _local_trainer(ctx: DistContext, workload: Workload) -> Trainer:
+def local_trainer(
+    ctx: DistContext, name: LocalModel, *, batch_size: int, grad_accum: int
+) -> tuple[Trainer, list[Batch]]:
+    """The check workload ``name`` under DDP with plain SGD, and its ``grad_accum`` batches."""
+    workload = _local_workload(name, device=ctx.device)
     ddp = DistributedDataParallel(
         workload.model,
         device_ids=[ctx.device.index] if ctx.is_cuda else None,
         gradient_as_bucket_view=True,
-        bucket_cap_mb=LOCAL_MODELS[workload.name][3],
+        bucket_cap_mb=LOCAL_MODELS[name][3],
     )
-    return Trainer(
+    trainer = Trainer(
         model=ddp,
         optimizer=torch.optim.SGD(ddp.parameters(), lr=LR),
         loss_fn=workload.loss_fn,
         device_type=ctx.device.type,
     )
+    return trainer, [workload.make_batch(batch_size) for _ in range(grad_accum)]
 
 
-def build_step(ctx: DistContext, cfg: AttributionConfig) -> Callable[[], None]:
-    """One training step of the configured workload, planted delays first, then a device
-    synchronize (so each step's kernels lie inside its ProfilerStep span)."""
-    if cfg.model in LOCAL_MODELS:
-        workload = _local_workload(cfg.model, device=ctx.device)
-        trainer: Any = _local_trainer(ctx, workload)
-        batches = [workload.make_batch(cfg.batch_size) for _ in range(cfg.grad_accum)]
-    else:
-        assert dist.group.WORLD is not None
-        training = cfg.training_config()
-        _, trainer, batches = cases.setup_case(
-            ctx, training, case=training.case(), group=dist.group.WORLD,
-            grad_accum=cfg.grad_accum,
-        )  # fmt: skip
-    straggle = _busy_delay(ctx, cfg.delay_ms) if ctx.rank == cfg.delay_rank else None
+def build_step(
+    ctx: DistContext,
+    *,
+    train: Callable[[], None],
+    input_delay_ms: float,
+    straggle_ms: float | None,
+) -> Callable[[], None]:
+    """One training step (``train``), planted delays first, then a device synchronize (so each
+    step's kernels lie inside its ProfilerStep span).  ``input_delay_ms``: sleep first, as a
+    slow input pipeline would; ``straggle_ms``: this rank's extra device work (None: none)."""
+    straggle = _busy_delay(ctx, straggle_ms) if straggle_ms is not None else None
 
     def step() -> None:
-        if cfg.input_delay_ms > 0:
-            time.sleep(cfg.input_delay_ms / 1e3)  # idle, as if waiting for the next batch
+        if input_delay_ms > 0:
+            time.sleep(input_delay_ms / 1e3)  # idle, as if waiting for the next batch
         if straggle is not None:
             straggle()
-        trainer.step(batches)
+        train()
         synchronize(ctx.device)
 
     return step
@@ -157,28 +177,35 @@ def _spin_cycles_per_ms(device: torch.device) -> float:
 
 
 def profile_steps(
-    ctx: DistContext, cfg: AttributionConfig, *, step: Callable[[], None], trace: Path
+    ctx: DistContext,
+    *,
+    step: Callable[[], None],
+    trace: Path,
+    warmup_steps: int,
+    wait: int,
+    warmup: int,
+    active: int,
 ) -> Profiled:
-    """Warm up, time ``active`` steps without the profiler, then profile wait + warmup +
-    active steps (the active ones timed too) and write the trace to ``trace`` (gzip)."""
-    for _ in range(cfg.warmup_steps):
+    """Run ``warmup_steps``, time ``active`` steps without the profiler, then profile wait +
+    warmup + active steps (the active ones timed too) and write the trace to ``trace`` (gzip)."""
+    for _ in range(warmup_steps):
         step()
         ctx.progress.advance()
-    plain = [wall_clock(step)[1] for _ in range(cfg.active)]  # the step synchronizes
-    ctx.progress.advance(cfg.active)
+    plain = [wall_clock(step)[1] for _ in range(active)]  # the step synchronizes
+    ctx.progress.advance(active)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.is_cuda else [])
     trace.parent.mkdir(parents=True, exist_ok=True)
     profiled = []
     with profile(
         activities=activities,
-        schedule=schedule(wait=cfg.wait, warmup=cfg.warmup, active=cfg.active, repeat=1),
+        schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
         record_shapes=True,
         with_flops=True,
         on_trace_ready=lambda p: p.export_chrome_trace(str(trace)),  # .gz: gzip-compressed
     ) as prof:
-        for i in range(cfg.wait + cfg.warmup + cfg.active):
+        for i in range(wait + warmup + active):
             seconds = wall_clock(step)[1]
-            if i >= cfg.wait + cfg.warmup:
+            if i >= wait + warmup:
                 profiled.append(seconds)
             prof.step()
             ctx.progress.advance()

@@ -1,5 +1,4 @@
-"""Datasets on disk for the ``dataloader`` benchmark, a CPU-sized vision workload, and the
-training step that the ``dataloader`` and ``checkpoint`` benchmarks share.
+"""The datasets on disk of the ``dataloader`` benchmark, written before and read while it runs.
 
 - images: encoded files (JPEG or PNG, Pillow) decoded per sample, randomly cropped to the
   model's input side, randomly flipped, scaled to [0, 1] and normalised with ImageNet's mean
@@ -11,30 +10,26 @@ training step that the ``dataloader`` and ``checkpoint`` benchmarks share.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
 from torch import nn
-from torch.nn import functional as F
 from torch.utils.data import Dataset
 
-from clusterbench.benchmarks.training.strategies import AMP_DTYPES, Trainer
 from clusterbench.benchmarks.training.workload import Batch, Workload
 
 __all__ = [
-    "IMAGE_FORMATS",
-    "SMALL_CNN",
+    "IMAGE_SUFFIXES",
     "ImageFiles",
+    "ImageFormat",
     "TokenShard",
-    "make_train_step",
-    "small_cnn_workload",
     "write_images",
     "write_tokens",
 ]
 
-IMAGE_FORMATS = {"jpeg": ".jpg", "png": ".png"}
-SMALL_CNN = "small_cnn"
+ImageFormat = Literal["jpeg", "png"]
+IMAGE_SUFFIXES: dict[ImageFormat, str] = {"jpeg": ".jpg", "png": ".png"}
 _JPEG_QUALITY = 90
 # ImageNet channel statistics (torchvision's reference training scripts)
 _MEAN = (0.485, 0.456, 0.406)
@@ -93,7 +88,9 @@ class TokenShard(Dataset[Batch]):
         return window[:-1], window[1:]
 
 
-def write_images(folder: Path, *, num: int, size: int, fmt: str, workload: Workload) -> ImageFiles:
+def write_images(
+    folder: Path, *, num: int, size: int, fmt: ImageFormat, workload: Workload
+) -> ImageFiles:
     """``num`` encoded ``size`` x ``size`` RGB files for ``workload``'s input side and classes.
 
     The pictures are smooth random fields plus noise: they compress like photographs, unlike
@@ -112,7 +109,7 @@ def write_images(folder: Path, *, num: int, size: int, fmt: str, workload: Workl
         smooth = np.asarray(Image.fromarray(coarse).resize((size, size), Image.Resampling.BILINEAR))
         noise = rng.integers(-12, 13, smooth.shape)
         pixels = np.clip(smooth.astype(np.int16) + noise, 0, 255).astype(np.uint8)
-        path = folder / f"{i:07d}{IMAGE_FORMATS[fmt]}"
+        path = folder / f"{i:07d}{IMAGE_SUFFIXES[fmt]}"
         Image.fromarray(pixels).save(path, quality=_JPEG_QUALITY)
         paths.append(path)
     labels = rng.integers(0, _num_classes(workload.model), num).tolist()
@@ -143,49 +140,3 @@ def _num_classes(model: nn.Module) -> int:
     if not heads:
         raise ValueError("dataloader: the image dataset needs a classifier (no nn.Linear found)")
     return int(heads[-1].out_features)
-
-
-def small_cnn_workload(
-    *, device: torch.device, image_size: int = 56, num_classes: int = 10
-) -> Workload:
-    """A two-convolution classifier: the vision workload of CPU runs."""
-    model = nn.Sequential(
-        nn.Conv2d(3, 16, 3, stride=2, padding=1),
-        nn.ReLU(),
-        nn.Conv2d(16, 32, 3, stride=2, padding=1),
-        nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-        nn.Linear(32, num_classes),
-    ).to(device)
-    s = image_size
-
-    def make_batch(n: int) -> Batch:
-        x = torch.randn(n, 3, s, s, device=device)
-        return x, torch.randint(0, num_classes, (n,), device=device)
-
-    # multiply-accumulates of one forward: conv1, conv2 (stride 2 each), the linear head
-    macs = (s // 2) ** 2 * 16 * 27 + (s // 4) ** 2 * 32 * 16 * 9 + 32 * num_classes
-    return Workload(
-        name=SMALL_CNN,
-        kind="vision",
-        model=model,
-        make_batch=make_batch,
-        loss_fn=F.cross_entropy,
-        flops_per_sample=3 * 2 * macs,
-        flops_formula="3 x forward (2 FLOPs per MAC)",
-    )
-
-
-def make_train_step(workload: Workload, *, precision: str = "fp32") -> Trainer:
-    """The training step of ``workload`` on one rank, with a fresh AdamW optimizer (mixed
-    precision by autocast when ``precision`` is 'bf16')."""
-    workload.model.train()
-    device = next(workload.model.parameters()).device
-    return Trainer(
-        model=workload.model,
-        optimizer=torch.optim.AdamW(workload.model.parameters(), lr=1e-5),
-        loss_fn=workload.loss_fn,
-        device_type=device.type,
-        autocast_dtype=AMP_DTYPES.get(precision),
-    )

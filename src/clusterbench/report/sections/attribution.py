@@ -4,22 +4,24 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from clusterbench.report._summary import Grid, Section, format_value, metric_cell, where
+from clusterbench.benchmarks.attribution import AttributionMetrics
+from clusterbench.report.cells import Grid, Section, format_value, metric_cell, where
 from clusterbench.schema import Measurement
 
-__all__ = ["attribution_section"]
+__all__ = ["section"]
 
 _HEADER = (
     "rank", "device", "step ms", "compute %", "memory %", "comm. exposed %",
     "comm. overlapped %", "coordination %", "collective lateness ms", "profiler overhead %",
 )  # fmt: skip
+_A = AttributionMetrics
 _METRICS = (
-    "step_time_ms", "compute", "memory", "communication", "communication_overlapped",
-    "coordination", "collective_start_lateness_ms", "profiler_overhead_pct",
+    _A.step_time_ms, _A.compute, _A.memory, _A.communication, _A.communication_overlapped,
+    _A.coordination, _A.collective_start_lateness_ms, _A.profiler_overhead_pct,
 )  # fmt: skip
 
 
-def attribution_section(ms: list[Measurement], multi_host: bool) -> Section:
+def section(ms: list[Measurement], multi_host: bool) -> Section:
     by_rank: dict[int, dict[str, Measurement]] = defaultdict(dict)
     for m in ms:
         if m.params.get("rank_step", "mean") == "mean":  # the per-step rows stay in the JSON
@@ -27,9 +29,9 @@ def attribution_section(ms: list[Measurement], multi_host: bool) -> Section:
     rows = []
     for rank, metrics in sorted(by_rank.items()):
         first = next(iter(metrics.values()))
-        cells = (metric_cell(metrics, name) for name in _METRICS)
+        cells = (metric_cell(metrics, metric) for metric in _METRICS)
         rows.append((str(rank), where(first, multi_host), *cells))
-    spread = next((m for m in ms if m.metric == "collective_start_spread_ms"), None)
+    spread = next(iter(_A.collective_start_spread_ms.select(ms)), None)
     title = "attribution: where each rank's step time goes (mean over the profiled steps)"
     if spread is not None:
         title += f"; collective start spread {format_value(spread.value)} ms (median)"

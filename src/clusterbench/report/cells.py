@@ -1,7 +1,10 @@
-"""What the summary shows, as plain data: the console and markdown renderers lay it out.
+"""The summary's building blocks, as plain data the console and markdown renderers lay out:
+rows, matrices, grids and the section that holds them, and the cells they format.
 
 Each row puts the achieved figure next to its limit (spec peak, link rate, maximum link gen),
-the way gpt-fast prints achieved bandwidth next to the hardware's.
+the way gpt-fast prints achieved bandwidth next to the hardware's.  A benchmark's own section
+(``report/sections/<name>.py``) builds its :class:`Section` from these; a benchmark without one
+gets :func:`generic_section`.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from clusterbench.analysis.outliers import better_direction
+from clusterbench.metrics import Metric, direction_of
 from clusterbench.schema import SEVERITY_ORDER, Finding, Measurement, ParamValue, Results
 from clusterbench.units import format_bytes
 
@@ -24,13 +27,16 @@ __all__ = [
     "Section",
     "format_bytes",
     "format_value",
+    "generic_section",
     "header_line",
     "matrix_cell",
     "matrix_title",
     "metric_cell",
+    "metric_rows",
+    "param",
     "row_cells",
     "sorted_findings",
-    "summary_sections",
+    "spec_reference",
     "where",
 ]
 
@@ -171,37 +177,22 @@ def sorted_findings(findings: Iterable[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: SEVERITY_ORDER[f.severity])
 
 
-def summary_sections(results: Results) -> list[Section]:
-    """One section per benchmark, in the order the run measured them."""
-    by_benchmark: dict[str, list[Measurement]] = defaultdict(list)
-    for m in results.measurements:
-        by_benchmark[m.benchmark].append(m)
-    multi_host = len({m.host for m in results.measurements}) > 1
-    sections = []
-    for benchmark, ms in by_benchmark.items():
-        builder = _BUILDERS.get(benchmark, _generic_section)
-        section = builder(ms, multi_host)
-        section.benchmark = benchmark
-        sections.append(section)
-    return sections
-
-
 # --- rows ----------------------------------------------------------------------------------
 
 LabelFn = Callable[[Measurement], str | None]
 ReferenceFn = Callable[[Measurement], tuple[float, str] | None]
 
 
-def _spec_reference(m: Measurement) -> tuple[float, str] | None:
+def spec_reference(m: Measurement) -> tuple[float, str] | None:
     return (m.reference.value, m.reference.kind) if m.reference else None
 
 
-def _rows(
+def metric_rows(
     ms: Iterable[Measurement],
     *,
     label: LabelFn,
     multi_host: bool,
-    reference: ReferenceFn = _spec_reference,
+    reference: ReferenceFn = spec_reference,
 ) -> list[Row]:
     """One row per label; a device's best value over sizes when it has several."""
     groups: dict[str, list[Measurement]] = defaultdict(list)
@@ -216,7 +207,7 @@ def _rows(
 
 
 def _row(text: str, group: list[Measurement], *, multi_host: bool, reference: ReferenceFn) -> Row:
-    lower_is_better = better_direction(group[0].unit) == "lower"
+    lower_is_better = direction_of(group[0]) == "lower"
     best: dict[tuple[str, str], Measurement] = {}
     for m in group:
         held = best.get((m.host, m.device))
@@ -243,11 +234,13 @@ def where(m: Measurement, multi_host: bool) -> str:
     return f"{m.host}/{m.device}" if multi_host else m.device
 
 
-def metric_cell(metrics: dict[str, Measurement], *names: str) -> str:
-    """The first of ``names`` present in ``metrics``, formatted with its unit; '-' if none."""
-    for name in names:
-        if name in metrics:
-            return format_value(metrics[name].value, metrics[name].unit)
+def metric_cell(metrics: dict[str, Measurement], *declared: Metric) -> str:
+    """The first of ``declared`` present in ``metrics`` (metric name -> measurement), formatted
+    with its unit; '-' if none."""
+    for metric in declared:
+        if metric.name in metrics:
+            m = metrics[metric.name]
+            return format_value(m.value, m.unit)
     return "-"
 
 
@@ -260,89 +253,8 @@ def _size_note(group: list[Measurement]) -> str:
     return f", best of {format_bytes(sizes[0])}–{format_bytes(sizes[-1])}"
 
 
-def _param(m: Measurement, key: str) -> ParamValue:
+def param(m: Measurement, key: str) -> ParamValue:
     return m.params.get(key)
-
-
-# --- sections per benchmark ----------------------------------------------------------------
-
-
-def _gemm_label(m: Measurement) -> str | None:
-    dtype = _param(m, "dtype")
-    if m.metric == "tflops_best":
-        return f"{dtype} best shape"
-    if m.metric == "tflops_geomean":
-        return f"{dtype} geomean of {_param(m, 'num_shapes')} shapes"
-    if m.metric == "rel_error":
-        return f"{dtype} rel. error (tol {_param(m, 'tolerance')})"
-    return None  # per-shape figures: too many for a summary; results.json has them
-
-
-def _gemm_section(ms: list[Measurement], multi_host: bool) -> Section:
-    return Section("gemm", rows=_rows(ms, label=_gemm_label, multi_host=multi_host))
-
-
-def _memory_section(ms: list[Measurement], multi_host: bool) -> Section:
-    def label(m: Measurement) -> str | None:
-        return f"{_param(m, 'op')}" if m.metric == "bandwidth" else m.metric
-
-    return Section("memory", rows=_rows(ms, label=label, multi_host=multi_host))
-
-
-def _transfer_label(m: Measurement) -> str | None:
-    if m.metric == "bandwidth":
-        return f"{_param(m, 'direction')} {_param(m, 'memory')}, NUMA {_param(m, 'numa')}"
-    return None
-
-
-def _max_link(m: Measurement) -> tuple[float, str] | None:
-    maximum = _param(m, "max_gen" if m.metric == "pcie_link_gen" else "max_width")
-    return (float(maximum), "max") if isinstance(maximum, int | float) else None
-
-
-def _transfer_section(ms: list[Measurement], multi_host: bool) -> Section:
-    rows = _rows(ms, label=_transfer_label, multi_host=multi_host)
-    link_names = {
-        "pcie_link_gen": "PCIe link gen under load",
-        "pcie_link_width": "PCIe link width under load",
-    }
-    rows += _rows(
-        ms, label=lambda m: link_names.get(m.metric), multi_host=multi_host, reference=_max_link
-    )
-    pairs = [m for m in ms if m.metric == "p2p_bandwidth"]
-    matrices = [_p2p_matrix(pairs, mode=mode) for mode in ("oneway", "bidir")]
-    return Section("transfer", rows=rows, matrices=[mx for mx in matrices if mx.cells])
-
-
-def _device(value: ParamValue) -> str:
-    return f"cuda:{value}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
-
-
-def _p2p_matrix(pairs: list[Measurement], *, mode: str) -> Matrix:
-    """Best over sizes per host and pair; the median over hosts in each cell."""
-    best: dict[tuple[str, str, str], Measurement] = {}
-    for m in pairs:
-        if _param(m, "mode") != mode:
-            continue
-        key = (m.host, _device(_param(m, "src")), _device(_param(m, "dst")))
-        if key not in best or m.value > best[key].value:
-            best[key] = m
-    per_pair: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for (_, src, dst), m in best.items():
-        per_pair[(src, dst)].append(m.value)
-    refs = [m.reference.value for m in best.values() if m.reference]
-    num_hosts = len({host for host, _, _ in best})
-    hosts_note = f", median over {num_hosts} hosts" if num_hosts > 1 else ""
-    return Matrix(
-        title=f"GPU→GPU copy, {mode} (rows: source, columns: destination){hosts_note}",
-        unit="GB/s",
-        devices=sorted({d for pair in per_pair for d in pair}),
-        cells={pair: statistics.median(values) for pair, values in per_pair.items()},
-        no_peer_access=frozenset(
-            (src, dst) for (_, src, dst), m in best.items() if _param(m, "p2p_access") is False
-        ),
-        reference=max(refs) if refs else None,
-    )
 
 
 def _generic_label(m: Measurement) -> str:
@@ -351,47 +263,7 @@ def _generic_label(m: Measurement) -> str:
     return f"{m.metric} ({details})" if details else m.metric
 
 
-def _generic_section(ms: list[Measurement], multi_host: bool) -> Section:
-    return Section(ms[0].benchmark, rows=_rows(ms, label=_generic_label, multi_host=multi_host))
-
-
-def _collectives_section(ms: list[Measurement], multi_host: bool) -> Section:
-    from clusterbench.report._collectives import (
-        collective_grids,
-        collective_label,
-        node_pair_matrices,
+def generic_section(ms: list[Measurement], multi_host: bool) -> Section:
+    return Section(
+        ms[0].benchmark, rows=metric_rows(ms, label=_generic_label, multi_host=multi_host)
     )
-
-    rows = _rows(ms, label=collective_label, multi_host=multi_host)
-    matrices = node_pair_matrices(ms)
-    return Section("collectives", rows=rows, matrices=matrices, grids=collective_grids(ms))
-
-
-def _network_section(ms: list[Measurement], multi_host: bool) -> Section:
-    from clusterbench.report._network import network_matrices, network_row_label
-
-    rows = _rows(ms, label=network_row_label, multi_host=multi_host)
-    return Section("network", rows=rows, matrices=network_matrices(ms))
-
-
-def _training_section(ms: list[Measurement], multi_host: bool) -> Section:
-    from clusterbench.report._training import training_section
-
-    return training_section(ms, multi_host)
-
-
-def _attribution_section(ms: list[Measurement], multi_host: bool) -> Section:
-    from clusterbench.report._attribution import attribution_section
-
-    return attribution_section(ms, multi_host)
-
-
-_BUILDERS: dict[str, Callable[[list[Measurement], bool], Section]] = {
-    "gemm": _gemm_section,
-    "memory": _memory_section,
-    "transfer": _transfer_section,
-    "collectives": _collectives_section,
-    "network": _network_section,
-    "training": _training_section,
-    "attribution": _attribution_section,
-}

@@ -10,18 +10,31 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from clusterbench.report._summary import Grid, Matrix, format_bytes, format_value
+from clusterbench.benchmarks.collectives import CollectivesMetrics
+from clusterbench.report.cells import Grid, Matrix, Section, format_bytes, format_value, metric_rows
 from clusterbench.schema import Measurement
 
-__all__ = ["LATENCY_MAX_BYTES", "collective_grids", "collective_label", "node_pair_matrices"]
+__all__ = [
+    "LATENCY_MAX_BYTES",
+    "collective_grids",
+    "collective_label",
+    "node_pair_matrices",
+    "section",
+]
 
 LATENCY_MAX_BYTES = 64 * 2**10
 _MISSING = "-"
 
 
+def section(ms: list[Measurement], multi_host: bool) -> Section:
+    rows = metric_rows(ms, label=collective_label, multi_host=multi_host)
+    matrices = node_pair_matrices(ms)
+    return Section("collectives", rows=rows, matrices=matrices, grids=collective_grids(ms))
+
+
 def collective_label(m: Measurement) -> str | None:
     """Summary rows: the best back-to-back busbw of each op on each group."""
-    if m.metric != "busbw" or m.params.get("mode") != "back_to_back":
+    if not CollectivesMetrics.busbw.matches(m) or m.params.get("mode") != "back_to_back":
         return None
     return f"{m.params.get('op')} busbw · {m.params.get('group')}"
 
@@ -35,7 +48,7 @@ def collective_grids(ms: Iterable[Measurement]) -> list[Grid]:
     """Per group and dtype: busbw by size and op (large sizes), latency by size and op (small)."""
     by_group: dict[tuple[str, str, int], list[Measurement]] = defaultdict(list)
     for m in ms:
-        if m.metric in ("busbw", "latency_us"):
+        if CollectivesMetrics.busbw.matches(m) or CollectivesMetrics.latency_us.matches(m):
             size = m.params.get("group_size")
             key = (str(m.params.get("group")), str(m.params.get("dtype")), int(size or 0))
             by_group[key].append(m)
@@ -47,8 +60,10 @@ def collective_grids(ms: Iterable[Measurement]) -> list[Grid]:
 
 def _group_grids(ms: list[Measurement], *, where: str) -> list[Grid]:
     large = [m for m in ms if _size(m) > LATENCY_MAX_BYTES]
-    busbw = [m for m in large if m.metric == "busbw" and m.params.get("mode") == "back_to_back"]
-    small = [m for m in ms if m.metric == "latency_us" and _size(m) <= LATENCY_MAX_BYTES]
+    busbw = [
+        m for m in CollectivesMetrics.busbw.select(large) if m.params.get("mode") == "back_to_back"
+    ]
+    small = [m for m in CollectivesMetrics.latency_us.select(ms) if _size(m) <= LATENCY_MAX_BYTES]
     latency = _best_mode(small)
     grids = []
     if busbw:
@@ -95,7 +110,7 @@ def node_pair_matrices(ms: Iterable[Measurement]) -> list[Matrix]:
     by_op: dict[tuple[str, str], list[Measurement]] = defaultdict(list)
     for m in ms:
         if (
-            m.metric == "busbw"
+            CollectivesMetrics.busbw.matches(m)
             and m.params.get("group_kind") == "node_pairs"
             and m.params.get("mode") == "back_to_back"
             and len(_pair_hosts(m)) == 2

@@ -1,4 +1,5 @@
-"""Level-1 verdicts: each measurement next to its limit, and what to change when it falls short.
+"""Verdicts on ``gemm``: wrong products, the best shape against the dense peak, and the
+mixed-precision speed-up over fp32.
 
 Pure functions: a :class:`~clusterbench.schema.Results` in, a list of findings out.
 """
@@ -6,64 +7,36 @@ Pure functions: a :class:`~clusterbench.schema.Results` in, a list of findings o
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 
-from clusterbench.analysis._common import (
-    as_number,
-    best_by,
-    per_device,
-    ref_value,
-    scope_label,
-    select,
-)
-from clusterbench.analysis.links import (
-    host_device_findings,
-    p2p_findings,
-    pcie_findings,
-)
+from clusterbench.analysis._common import as_number, ref_value, scope_label
+from clusterbench.benchmarks.gemm import GemmMetrics
 from clusterbench.schema import Finding, Results
 from clusterbench.thresholds import Thresholds
 
 __all__ = [
+    "MIXED_PRECISION_DTYPES",
+    "findings",
     "gemm_correctness_findings",
     "gemm_efficiency_findings",
-    "hbm_findings",
-    "host_device_findings",
-    "level1_findings",
     "mixed_precision_findings",
-    "p2p_findings",
-    "pcie_findings",
-    "unknown_sku_findings",
 ]
 
 MIXED_PRECISION_DTYPES = ("bf16", "fp16")
 
 
-def level1_findings(results: Results, thresholds: Thresholds) -> list[Finding]:
-    """Every Level-1 verdict (GEMM, memory, PCIe, host<->device, GPU<->GPU, spec coverage)."""
+def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
+    """Every verdict on the gemm measurements: correctness, efficiency, mixed precision."""
     return [
         *gemm_correctness_findings(results),
-        *pcie_findings(results),
         *gemm_efficiency_findings(results, min_efficiency=thresholds.gemm_min_efficiency),
         *mixed_precision_findings(results, min_speedup=thresholds.mixed_precision_min_speedup),
-        *hbm_findings(results, min_efficiency=thresholds.hbm_min_efficiency),
-        *host_device_findings(
-            results,
-            min_efficiency=thresholds.host_device_min_efficiency,
-            remote_numa_max_loss=thresholds.remote_numa_max_loss,
-        ),
-        *p2p_findings(results, min_efficiency=thresholds.p2p_min_efficiency),
-        *unknown_sku_findings(results),
     ]
-
-
-# --- GEMM ----------------------------------------------------------------------------------
 
 
 def gemm_correctness_findings(results: Results) -> list[Finding]:
     """GEMM relative error above its tolerance (or not finite) -> fail: wrong results."""
     out = []
-    for m in select(results, benchmark="gemm", metric="rel_error"):
+    for m in GemmMetrics.rel_error.select(results):
         tolerance = as_number(m.params.get("tolerance"))
         if tolerance is None or (math.isfinite(m.value) and m.value <= tolerance):
             continue
@@ -91,7 +64,7 @@ def gemm_correctness_findings(results: Results) -> list[Finding]:
 def gemm_efficiency_findings(results: Results, *, min_efficiency: float) -> list[Finding]:
     """Best GEMM below ``min_efficiency`` x the dense peak -> warn, per device and dtype."""
     out = []
-    for m in select(results, benchmark="gemm", metric="tflops_best"):
+    for m in GemmMetrics.tflops_best.select(results):
         peak = ref_value(m)
         if peak is None or m.value >= min_efficiency * peak:
             continue
@@ -128,7 +101,7 @@ def mixed_precision_findings(results: Results, *, min_speedup: float) -> list[Fi
     """BF16/FP16 best GEMM below ``min_speedup`` x FP32 -> warn on GPUs, info on CPUs."""
     best = {
         (m.host, m.device, m.params.get("dtype")): m.value
-        for m in select(results, benchmark="gemm", metric="tflops_best")
+        for m in GemmMetrics.tflops_best.select(results)
     }
     out = []
     for (host, device, dtype), value in best.items():
@@ -188,75 +161,3 @@ def _mixed_precision_finding(
         },
         fix=fix,
     )
-
-
-# --- device memory -------------------------------------------------------------------------
-
-
-def hbm_findings(results: Results, *, min_efficiency: float) -> list[Finding]:
-    """Best device-memory copy below ``min_efficiency`` x the HBM spec -> warn."""
-    copies = [
-        m
-        for m in select(results, benchmark="memory", metric="bandwidth")
-        if m.params.get("op") == "copy"
-    ]
-    out = []
-    for m in best_by(copies, per_device).values():
-        peak = ref_value(m)
-        if peak is None or m.value >= min_efficiency * peak:
-            continue
-        out.append(
-            Finding(
-                id="memory.low_bandwidth",
-                severity="warn",
-                scope=scope_label(m.host, m.device),
-                message=(
-                    f"Device memory copy reaches {m.value:,.0f} GB/s, {m.value / peak:.0%} of "
-                    f"the {peak:,.0f} GB/s HBM spec (threshold {min_efficiency:.0%})."
-                ),
-                evidence={
-                    "bandwidth_gbps": m.value,
-                    "spec_gbps": peak,
-                    "size_bytes": m.params.get("size_bytes"),
-                    "efficiency": round(m.value / peak, 4),
-                    "threshold": min_efficiency,
-                },
-                fix=(
-                    "Check the memory clock (`nvidia-smi -q -d CLOCK`, at its maximum under "
-                    "load), ECC and row remapping (`nvidia-smi -q -d ECC,ROW_REMAPPER`: pending "
-                    "remaps need a GPU reset) and temperature (`nvidia-smi -q -d TEMPERATURE`)."
-                ),
-            )
-        )
-    return out
-
-
-# --- spec coverage -------------------------------------------------------------------------
-
-
-def unknown_sku_findings(results: Results) -> list[Finding]:
-    """GPUs with no spec-table entry -> info, one per host and GPU name."""
-    out = []
-    for host in results.hosts:
-        unknown: dict[str, list[int]] = defaultdict(list)
-        for gpu in host.gpus:
-            if gpu.spec is None:
-                unknown[gpu.name].append(gpu.index)
-        for name, indices in unknown.items():
-            out.append(
-                Finding(
-                    id="spec.unknown_sku",
-                    severity="info",
-                    scope=scope_label(host.hostname),
-                    message=(
-                        f"No spec entry for {name} ({len(indices)} GPU(s)): its results are "
-                        "compared with peers only, not with a datasheet peak."
-                    ),
-                    evidence={"gpu": name, "indices": indices},
-                    fix=(
-                        "Add the SKU's dense peaks, HBM and link rates to the spec table "
-                        "(clusterbench.hardware.specs) to get % of peak."
-                    ),
-                )
-            )
-    return out

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from clusterbench.analysis._common import best_by, gpu_severity, scope_label, select
+from clusterbench.analysis._common import best_by, gpu_severity, scope_label
+from clusterbench.benchmarks.dataloader import DataloaderMetrics
 from clusterbench.schema import Finding, Measurement, Results
 from clusterbench.thresholds import Thresholds
 
-__all__ = ["input_bound_findings", "input_findings", "slow_default_findings"]
+__all__ = ["findings", "input_bound_findings", "slow_default_findings"]
 
 _BOUND_FIX = (
     "Use the best loader settings found ({settings}); as they still leave the device waiting: "
@@ -21,7 +22,7 @@ _BOUND_FIX = (
 )
 
 
-def input_findings(results: Results, thresholds: Thresholds) -> list[Finding]:
+def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     """Every input-pipeline verdict (the busy limit is ``thresholds.gpu_busy_min``)."""
     return [
         *input_bound_findings(results, min_busy=thresholds.gpu_busy_min),
@@ -44,9 +45,9 @@ def _settings(m: Measurement) -> str:
 def input_bound_findings(results: Results, *, min_busy: float) -> list[Finding]:
     """Busy below ``min_busy`` at any loader setting tried -> warn, naming the best settings."""
     busy: dict[tuple[str, str, str], list[Measurement]] = defaultdict(list)
-    for m in select(results, benchmark="dataloader", metric="gpu_busy"):
+    for m in DataloaderMetrics.gpu_busy.select(results):
         busy[_key(m)].append(m)
-    loaders = select(results, benchmark="dataloader", metric="loader_samples_per_s")
+    loaders = DataloaderMetrics.loader_samples_per_s.select(results)
     best = best_by(loaders, _key)
     out = []
     for key, ms in busy.items():
@@ -86,11 +87,9 @@ def input_bound_findings(results: Results, *, min_busy: float) -> list[Finding]:
 
 def slow_default_findings(results: Results) -> list[Finding]:
     """The loader at PyTorch's defaults (no workers, no pinning) slower than the step -> info."""
-    steps = {
-        _key(m): m for m in select(results, benchmark="dataloader", metric="step_samples_per_s")
-    }
+    steps = {_key(m): m for m in DataloaderMetrics.step_samples_per_s.select(results)}
     out = []
-    for m in select(results, benchmark="dataloader", metric="loader_samples_per_s"):
+    for m in DataloaderMetrics.loader_samples_per_s.select(results):
         step = steps.get(_key(m))
         if m.params.get("num_workers") != 0 or m.params.get("pin_memory") or step is None:
             continue

@@ -1,0 +1,86 @@
+"""The workloads of the ``dataloader`` and ``checkpoint`` benchmarks, and their training step:
+a training preset by name, or 'small_cnn', a CPU-sized vision workload built here."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from clusterbench.benchmarks.training.models import Model, build_workload
+from clusterbench.benchmarks.training.strategies import AMP_DTYPES, Trainer
+from clusterbench.benchmarks.training.workload import Batch, Workload
+
+__all__ = [
+    "SMALL_CNN",
+    "SmallCnn",
+    "StepPrecision",
+    "WorkloadName",
+    "load_workload",
+    "make_train_step",
+    "small_cnn_workload",
+]
+
+SmallCnn = Literal["small_cnn"]
+SMALL_CNN: SmallCnn = "small_cnn"
+WorkloadName = Literal[Model, SmallCnn]
+"""What :func:`load_workload` builds: a ``training`` preset, or the CPU-sized classifier."""
+StepPrecision = Literal["fp32", "bf16"]
+"""The training step's precisions here (no GradScaler for fp16)."""
+
+
+def load_workload(
+    name: WorkloadName, *, device: torch.device, seq_len: int | None = None
+) -> Workload:
+    """The workload of preset ``name``; 'small_cnn' is built here, the rest by training.models."""
+    if name == SMALL_CNN:
+        return small_cnn_workload(device=device)
+    return build_workload(name, device=device, seq_len=seq_len)
+
+
+def small_cnn_workload(
+    *, device: torch.device, image_size: int = 56, num_classes: int = 10
+) -> Workload:
+    """A two-convolution classifier: the vision workload of CPU runs."""
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, stride=2, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(16, 32, 3, stride=2, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, num_classes),
+    ).to(device)
+    s = image_size
+
+    def make_batch(n: int) -> Batch:
+        x = torch.randn(n, 3, s, s, device=device)
+        return x, torch.randint(0, num_classes, (n,), device=device)
+
+    # multiply-accumulates of one forward: conv1, conv2 (stride 2 each), the linear head
+    macs = (s // 2) ** 2 * 16 * 27 + (s // 4) ** 2 * 32 * 16 * 9 + 32 * num_classes
+    return Workload(
+        name=SMALL_CNN,
+        kind="vision",
+        model=model,
+        make_batch=make_batch,
+        loss_fn=F.cross_entropy,
+        flops_per_sample=3 * 2 * macs,
+        flops_formula="3 x forward (2 FLOPs per MAC)",
+    )
+
+
+def make_train_step(workload: Workload, *, precision: StepPrecision = "fp32") -> Trainer:
+    """The training step of ``workload`` on one rank, with a fresh AdamW optimizer (mixed
+    precision by autocast when ``precision`` is 'bf16')."""
+    workload.model.train()
+    device = next(workload.model.parameters()).device
+    return Trainer(
+        model=workload.model,
+        optimizer=torch.optim.AdamW(workload.model.parameters(), lr=1e-5),
+        loss_fn=workload.loss_fn,
+        device_type=device.type,
+        autocast_dtype=AMP_DTYPES.get(precision),
+    )

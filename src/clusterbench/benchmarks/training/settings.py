@@ -1,0 +1,249 @@
+"""What the ``training`` benchmark is asked for and what it emits: its settings (the workload
+settings it shares with ``attribution``, and its own), the training cases, and
+:class:`TrainingMetrics`, every metric it records.
+
+Every measurement carries the case in its params (model, strategy, precision, world_size,
+batch sizes, ...) and ``series``: ``scaling`` (one case per world size), ``sweep`` (every
+combination at the largest world size) or ``grad_accum`` (the accumulation sweep).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from clusterbench.benchmarks._settings import check_suite
+from clusterbench.benchmarks.training.models import DECODER_MODELS, Model
+from clusterbench.metrics import Metric, MetricSet
+
+if TYPE_CHECKING:
+    from typing import Self
+
+__all__ = [
+    "PRECISIONS",
+    "SCALING_MODES",
+    "STRATEGIES",
+    "Case",
+    "Precision",
+    "ScalingMode",
+    "Strategy",
+    "TrainingConfig",
+    "TrainingMetrics",
+    "WorkloadSettings",
+    "case_conflict",
+]
+
+Strategy = Literal["ddp", "fsdp2", "zero2", "zero1", "tp", "pp"]
+"""How the model is spread over the ranks (:mod:`.strategies`)."""
+Precision = Literal["fp32", "tf32", "bf16", "fp16"]
+"""fp32 (TF32 off), tf32, bf16 (autocast), fp16 (autocast and a GradScaler)."""
+ScalingMode = Literal["weak", "strong"]
+STRATEGIES: tuple[Strategy, ...] = typing.get_args(Strategy)
+PRECISIONS: tuple[Precision, ...] = typing.get_args(Precision)
+SCALING_MODES: tuple[ScalingMode, ...] = typing.get_args(ScalingMode)
+
+
+class TrainingMetrics(MetricSet, benchmark="training"):
+    """Every figure of the ``training`` benchmark (group rank 0 records them)."""
+
+    step_time_ms = Metric("ms", "lower", "median optimizer step time, all micro-steps")
+    tokens_per_s_per_gpu = Metric(
+        "tokens/s", "higher", "decoder throughput per GPU: global batch x T / step time / w"
+    )
+    tokens_per_s = Metric("tokens/s", "higher", "decoder throughput of the whole group")
+    samples_per_s_per_gpu = Metric(
+        "samples/s",
+        "higher",
+        "encoder or vision throughput per GPU: global batch / step / w",
+        only_when="an encoder or vision model (a decoder's throughput is in tokens)",
+    )
+    samples_per_s = Metric(
+        "samples/s",
+        "higher",
+        "encoder or vision throughput of the group",
+        only_when="an encoder or vision model (a decoder's throughput is in tokens)",
+    )
+    model_tflops = Metric("TFLOP/s", "higher", "model FLOPs per second per GPU (params: formula)")
+    mfu = Metric(
+        "%",
+        "none",
+        "model FLOPs utilisation against the GPU spec's dense peak",
+        only_when="a GPU whose spec gives a dense peak",
+    )
+    hfu = Metric(
+        "%",
+        "none",
+        "hardware FLOPs utilisation: MFU with the recomputed FLOPs added",
+        only_when="activation checkpointing on a GPU whose spec gives a dense peak",
+    )
+    mfu_vs_gemm = Metric(
+        "%",
+        "none",
+        "model FLOPs against a measured 8192^3 matmul's TFLOP/s",
+        only_when="a GPU whose spec gives a dense peak (the matmul is measured there)",
+    )
+    peak_memory_gb = Metric(
+        "GB",
+        "none",
+        "peak allocated device memory over the timed steps",
+        only_when="a CUDA device",
+    )
+    loss = Metric("nats", "none", "loss of the last timed step (finite: the steps trained)")
+    scaling_efficiency = Metric(
+        "%", "none", "weak (X(N) / (N X(1))) or strong (t(1) / (N t(N))) scaling efficiency"
+    )
+    fits = Metric(
+        "bool",
+        "none",
+        "a sweep combination ran (1) or did not (0, params: reason)",
+        only_when="training.sweep",
+    )
+    accum_step_time_ms = Metric("ms", "lower", "grad-accum sweep: step time with DDP's sync")
+    compute_only_step_time_ms = Metric(
+        "ms", "lower", "grad-accum sweep: the same step with every micro-step under no_sync"
+    )
+    sync_idle_ms = Metric("ms", "lower", "step time - compute-only step time (floored at 0)")
+    sync_idle_fraction = Metric("%", "none", "synchronisation idle as a share of the step time")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Case:
+    """One training configuration."""
+
+    strategy: Strategy
+    precision: Precision
+    activation_checkpointing: bool = False
+    compile: bool = False
+    cuda_graphs: bool = False
+    """Compiled blocks replayed as CUDA graphs (mode="reduce-overhead"); ddp and zero1 only:
+    sharded strategies move their parameters between steps, which graphs cannot follow."""
+
+
+def case_conflict(case: Case, *, decoder: bool) -> str | None:
+    """What rules ``case`` out whatever the world size (None: nothing); ``decoder``: whether
+    the model is one of the decoder presets.  The settings check it up front, the sweep per
+    combination."""
+    if case.cuda_graphs and not case.compile:
+        return "cuda_graphs needs compile=true (the graphs are torch.compile's)"
+    if case.cuda_graphs and case.strategy not in ("ddp", "zero1"):
+        return f"cuda_graphs runs with strategy ddp or zero1, not {case.strategy}"
+    if case.strategy in ("tp", "pp") and not decoder:
+        return f"strategy {case.strategy} needs a decoder model"
+    return None
+
+
+@dataclass(kw_only=True, slots=True)
+class WorkloadSettings:
+    """The workload and how it trains: the settings ``training`` and ``attribution`` share
+    (``--set training.X`` sets both)."""
+
+    model: str = "tiny"
+    """Workload preset: tiny, 125m, 1.3b, 2b, 7b, 8b (Llama-style decoders), bert_tiny,
+    bert_large (BERT pre-training, MLPerf's model), resnet50, vit_b_16 (torchvision);
+    attribution also takes comm_heavy / gemm_heavy (each benchmark types its own names)."""
+    strategy: Strategy = "ddp"
+    """ddp, fsdp2 (ZeRO-3), zero2 (FSDP2 without reshard after forward), zero1
+    (ZeroRedundancyOptimizer), tp (tensor parallel, decoders), pp (pipeline, decoders)."""
+    precision: Precision = "bf16"
+    """fp32 (TF32 off), tf32, bf16, fp16 (with a GradScaler)."""
+    batch_size: int = 8
+    """Samples per GPU per micro-step (tp / pp: the group trains batch_size x w samples)."""
+    seq_len: int | None = None
+    """Decoder or encoder sequence length; None: the preset's."""
+    grad_accum: int = 1
+    """Micro-steps per optimizer step (gradients synchronised on the last only)."""
+    activation_checkpointing: bool = False
+    """Recompute every block's forward in backward (non-reentrant torch.utils.checkpoint)."""
+    compile: bool = False
+    """torch.compile every block (one graph per block, as torchtitan does) and the loss."""
+    cuda_graphs: bool = False
+    """With compile, ddp or zero1, on GPUs: replay every compiled block as CUDA graphs
+    (torch.compile's mode="reduce-overhead"), for steps bound by the host launching kernels
+    (ResNet-50 compiled per block; docs/results/H200-level3.md).  No effect on CPU workers."""
+
+    def workload_settings(self) -> dict[str, object]:
+        """These fields by name (what a ``TrainingConfig`` of the same workload takes)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(WorkloadSettings)}
+
+
+@dataclass(kw_only=True, slots=True)
+class TrainingConfig(WorkloadSettings):
+    """Settings of the ``training`` benchmark."""
+
+    model: Model = "tiny"
+    """Workload preset: tiny, 125m, 1.3b, 2b, 7b, 8b (Llama-style decoders), bert_tiny,
+    bert_large (BERT pre-training, MLPerf's model), resnet50, vit_b_16 (torchvision)."""
+    warmup_steps: int = 5
+    """Untimed steps before the timed ones."""
+    steps: int = 10
+    """Timed optimizer steps (the seed: 100 warm-up + 400 timed)."""
+    world_sizes: list[int] = field(default_factory=list)
+    """World sizes to train at; empty: 1, 2, 4, ... up to the world, and the world."""
+    scaling_mode: ScalingMode = "weak"
+    """weak: same work per GPU (E = X(N) / (N X(1))); strong: same global batch, reached by
+    more accumulation at smaller sizes (E = t(1) / (N t(N)))."""
+    sweep: bool = False
+    """Also train every sweep_* combination at the largest world size; a combination that runs
+    out of memory or fails is recorded as not fitting (metric fits = 0)."""
+    sweep_strategies: list[Strategy] = field(default_factory=lambda: list(STRATEGIES))
+    """Strategies of the sweep."""
+    sweep_precisions: list[Precision] = field(default_factory=lambda: ["bf16", "fp16", "tf32"])
+    """Precisions of the sweep."""
+    sweep_activation_checkpointing: list[bool] = field(default_factory=lambda: [False, True])
+    """Activation checkpointing settings of the sweep."""
+    sweep_compile: list[bool] = field(default_factory=lambda: [False, True])
+    """torch.compile settings of the sweep."""
+    sweep_steps: int = 20
+    """Timed steps per sweep or grad-accum case (warm-up: a quarter of it, at least 2)."""
+    grad_accum_sweep: list[int] = field(default_factory=list)
+    """Accumulation steps to compare (e.g. 1, 2, 4, 8) at the largest world size with DDP:
+    synchronisation idle = step time - compute-only (no all-reduce) step time."""
+    gemm_reference: bool = True
+    """CUDA: time one 8192^3 matmul of the precision once, for mfu_vs_gemm."""
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "grad_accum", "steps", "sweep_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
+        if self.seq_len is not None and self.seq_len < 1:
+            raise ValueError(f"seq_len must be >= 1, got {self.seq_len}")
+        if any(w < 1 for w in self.world_sizes) or any(k < 1 for k in self.grad_accum_sweep):
+            raise ValueError("world_sizes and grad_accum_sweep entries must be >= 1")
+        reason = case_conflict(self.case(), decoder=self.model in DECODER_MODELS)
+        if reason is not None:
+            raise ValueError(f"{reason} (model {self.model})")
+
+    def case(self) -> Case:
+        return Case(
+            strategy=self.strategy,
+            precision=self.precision,
+            activation_checkpointing=self.activation_checkpointing,
+            compile=self.compile,
+            cuda_graphs=self.cuda_graphs,
+        )
+
+    @classmethod
+    def preset(cls, *, suite: str, device_type: str) -> Self:
+        """Settings of ``suite`` (quick, standard, full) on ``device_type`` (cuda, cpu)."""
+        check_suite(suite, device_type)
+        if device_type == "cpu":
+            return cls(
+                model="tiny", precision="fp32", batch_size=4, warmup_steps=2, steps=4,
+                sweep_precisions=["fp32", "bf16"], sweep_compile=[False], sweep_steps=4,
+                grad_accum_sweep=[] if suite == "quick" else [1, 2, 4, 8],
+            )  # fmt: skip
+        if suite == "quick":
+            return cls(model="125m", batch_size=8, warmup_steps=5, steps=10)
+        full = suite == "full"
+        # 1.3b, batch 8, bf16, compiled: the shape of docs/reference.md's GPT 1.3B baseline; this
+        # preset reached 55.1% MFU on one H200 (docs/results/H200-level3.md)
+        return cls(
+            model="1.3b", batch_size=8, compile=True,
+            warmup_steps=100 if full else 10, steps=400 if full else 40,  # seed: 100 + 400
+            sweep=full, sweep_precisions=["bf16", "fp16", "tf32", "fp32"] if full else ["bf16"],
+            grad_accum_sweep=[1, 2, 4, 8],
+        )  # fmt: skip

@@ -1,0 +1,173 @@
+"""The built-in benchmarks: one declaration each, in the order a suite runs them.
+
+Each names the benchmark's pieces, which carry its name in every layer: the measurement and its
+settings and metrics in ``benchmarks/<name>.py``, its verdicts in ``analysis/<name>.py`` and its
+summary section in ``report/sections/<name>.py`` (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+from clusterbench import registry
+from clusterbench.analysis import attribution as attribution_analysis
+from clusterbench.analysis import checkpoint as checkpoint_analysis
+from clusterbench.analysis import collectives as collectives_analysis
+from clusterbench.analysis import dataloader as dataloader_analysis
+from clusterbench.analysis import gemm as gemm_analysis
+from clusterbench.analysis import memory as memory_analysis
+from clusterbench.analysis import network as network_analysis
+from clusterbench.analysis import training as training_analysis
+from clusterbench.analysis import transfer as transfer_analysis
+from clusterbench.benchmarks import (
+    attribution,
+    checkpoint,
+    collectives,
+    dataloader,
+    doctor,
+    gemm,
+    memory,
+    network,
+    selftest,
+    transfer,
+)
+from clusterbench.benchmarks.training import bench as training
+from clusterbench.benchmarks.training import settings as training_settings
+from clusterbench.registry import ALL_SUITES, FROM_STANDARD, Benchmark
+from clusterbench.report.sections import attribution as attribution_section
+from clusterbench.report.sections import collectives as collectives_section
+from clusterbench.report.sections import gemm as gemm_section
+from clusterbench.report.sections import memory as memory_section
+from clusterbench.report.sections import network as network_section
+from clusterbench.report.sections import training as training_section
+from clusterbench.report.sections import transfer as transfer_section
+
+__all__ = ["BUILTIN", "builtin", "register_builtin"]
+
+BUILTIN: tuple[Benchmark, ...] = (
+    Benchmark(
+        name="doctor",
+        level=0,
+        scope="per_device",
+        suites=ALL_SUITES,
+        run=doctor.doctor,
+        settings=doctor.DoctorConfig,
+        metrics=doctor.DoctorMetrics,
+    ),
+    Benchmark(
+        name="gemm",
+        level=1,
+        scope="per_device",
+        suites=ALL_SUITES,
+        run=gemm.gemm,
+        settings=gemm.GemmConfig,
+        metrics=gemm.GemmMetrics,
+        findings=gemm_analysis.findings,
+        section=gemm_section.section,
+    ),
+    Benchmark(
+        name="memory",
+        level=1,
+        scope="per_device",
+        suites=ALL_SUITES,
+        run=memory.memory,
+        settings=memory.MemoryConfig,
+        metrics=memory.MemoryMetrics,
+        findings=memory_analysis.findings,
+        section=memory_section.section,
+    ),
+    Benchmark(
+        name="transfer",
+        level=1,
+        scope="per_device",
+        suites=ALL_SUITES,
+        devices=frozenset({"cuda"}),
+        run=transfer.transfer,
+        settings=transfer.TransferConfig,
+        metrics=transfer.TransferMetrics,
+        findings=transfer_analysis.findings,
+        section=transfer_section.section,
+    ),
+    Benchmark(
+        name="collectives",
+        level=2,
+        scope="collective",
+        suites=ALL_SUITES,
+        run=collectives.collectives,
+        settings=collectives.CollectivesConfig,
+        metrics=collectives.CollectivesMetrics,
+        findings=collectives_analysis.findings,
+        section=collectives_section.section,
+    ),
+    Benchmark(
+        name="network",
+        level=2,
+        scope="collective",
+        suites=FROM_STANDARD,
+        run=network.network,
+        settings=network.NetworkConfig,
+        metrics=network.NetworkMetrics,
+        findings=network_analysis.findings,
+        section=network_section.section,
+    ),
+    Benchmark(
+        name="training",
+        level=3,
+        scope="workload",
+        suites=FROM_STANDARD,
+        run=training.training,
+        settings=training_settings.TrainingConfig,
+        metrics=training_settings.TrainingMetrics,
+        findings=training_analysis.findings,
+        section=training_section.section,
+    ),
+    Benchmark(
+        name="dataloader",
+        level=3,
+        scope="per_device",
+        suites=FROM_STANDARD,
+        run=dataloader.dataloader,
+        settings=dataloader.DataloaderConfig,
+        metrics=dataloader.DataloaderMetrics,
+        findings=dataloader_analysis.findings,
+    ),
+    Benchmark(
+        name="checkpoint",
+        level=3,
+        scope="collective",
+        suites=FROM_STANDARD,
+        run=checkpoint.checkpoint,
+        settings=checkpoint.CheckpointConfig,
+        metrics=checkpoint.CheckpointMetrics,
+        findings=checkpoint_analysis.findings,
+    ),
+    Benchmark(
+        name="attribution",
+        level=3,
+        scope="workload",
+        suites=FROM_STANDARD,
+        settings_from="training",
+        run=attribution.attribution,
+        settings=attribution.AttributionConfig,
+        metrics=attribution.AttributionMetrics,
+        findings=attribution_analysis.findings,
+        section=attribution_section.section,
+    ),
+    Benchmark(
+        name="selftest",
+        level=0,
+        scope="per_device",
+        run=selftest.selftest,
+        settings=selftest.SelftestConfig,
+        metrics=selftest.SelftestMetrics,
+    ),
+)
+_NAMES = frozenset(b.name for b in BUILTIN)
+
+
+def register_builtin() -> None:
+    """Register every built-in benchmark (again: a no-op)."""
+    for benchmark in BUILTIN:
+        registry.register(benchmark)
+
+
+def builtin(name: str) -> bool:
+    return name in _NAMES

@@ -1,0 +1,154 @@
+"""The benchmark contract: one :class:`Benchmark` declaration names everything about a benchmark.
+
+A declaration names the benchmark's level and scope, the suites it belongs to, its settings
+class, its measurement function, the metrics it emits, its analysis (results and thresholds in,
+findings out) and its summary section.  The rest of the code dispatches on it: the config takes
+suites and settings from here, the rank loop runs ``run``, :func:`analyze` applies every
+benchmark's ``findings`` and :func:`summary_sections` builds every benchmark's ``section``.
+
+The built-in benchmarks are declared in :mod:`clusterbench.catalog`; a benchmark of one's own is
+its own modules plus one :func:`register` call (docs/architecture.md shows one).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from clusterbench.analysis import run_findings
+from clusterbench.benchmarks._settings import DeviceType, SuiteName
+from clusterbench.metrics import MetricSet
+from clusterbench.report.cells import Section, generic_section
+from clusterbench.runtime.dist import DistContext
+from clusterbench.schema import SEVERITY_ORDER, Finding, Measurement, Results
+from clusterbench.thresholds import Thresholds
+
+__all__ = [
+    "Benchmark",
+    "Scope",
+    "all_benchmarks",
+    "analyze",
+    "get",
+    "register",
+    "suite_benchmarks",
+    "summary_sections",
+]
+
+Scope = Literal["per_device", "collective", "workload"]
+"""per_device: all ranks at once, one result per device (finds the bad GPU); collective: all ranks
+together over several process groups; workload: training at several world sizes."""
+RunFn = Callable[[DistContext, Any], Iterable[Measurement | Finding]]
+"""``run(ctx, settings)`` yields measurements, and may yield findings of its own (doctor's)."""
+FindingsFn = Callable[[Results, Thresholds], list[Finding]]
+SectionFn = Callable[[list[Measurement], bool], Section]
+"""``section(the benchmark's measurements, multi_host)`` -> its part of the summary."""
+
+ALL_SUITES: frozenset[SuiteName] = frozenset({"quick", "standard", "full"})
+FROM_STANDARD: frozenset[SuiteName] = frozenset({"standard", "full"})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Benchmark:
+    """Everything about one benchmark, in one place."""
+
+    name: str
+    level: int
+    """0 self-test and doctor, 1 one node, 2 network, 3 training."""
+    scope: Scope
+    run: RunFn
+    settings: type
+    """The settings dataclass; its fields are what a TOML table or ``--set`` may change.  A
+    ``preset(suite=, device_type=)`` classmethod, where present, gives each suite's values."""
+    metrics: type[MetricSet]
+    """Every metric ``run`` emits."""
+    suites: frozenset[SuiteName] = frozenset()
+    """Suites that run it (none: only when named with ``--only``)."""
+    findings: FindingsFn | None = None
+    section: SectionFn = generic_section
+    devices: frozenset[DeviceType] = frozenset({"cuda", "cpu"})
+    """Device types the benchmark has a form for."""
+    settings_from: str | None = None
+    """A benchmark whose settings this one shares (attribution profiles the training workload):
+    a setting given to that one applies here too, unless given here itself."""
+    description: str = field(default="")
+    """One line for ``clusterbench list``; defaults to the first line of ``run``'s docstring."""
+
+    def __post_init__(self) -> None:
+        if self.metrics.benchmark != self.name:
+            raise ValueError(
+                f"benchmark {self.name!r} declares the metrics of {self.metrics.benchmark!r}"
+            )
+        if not self.description:
+            lines = (self.run.__doc__ or "").strip().splitlines()
+            object.__setattr__(self, "description", lines[0] if lines else self.name)
+
+    def supports(self, device_type: str) -> bool:
+        return device_type in self.devices
+
+    def preset(self, *, suite: str, device_type: str) -> Any:
+        """The settings this benchmark runs with in ``suite`` on ``device_type``."""
+        preset = getattr(self.settings, "preset", None)
+        if callable(preset):
+            return preset(suite=suite, device_type=device_type)
+        return self.settings()
+
+
+_REGISTRY: dict[str, Benchmark] = {}
+"""Name -> declaration, in registration order, which is the order a suite runs them in."""
+
+
+def register(benchmark: Benchmark) -> Benchmark:
+    """Add a benchmark; the same declaration twice is allowed, another under a taken name not."""
+    held = _REGISTRY.get(benchmark.name)
+    if held is not None and held != benchmark:
+        raise ValueError(f"benchmark {benchmark.name!r} registered twice")
+    _REGISTRY[benchmark.name] = benchmark
+    return benchmark
+
+
+def get(name: str) -> Benchmark:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        known = ", ".join(_REGISTRY)
+        raise ValueError(f"unknown benchmark {name!r} (known: {known})") from None
+
+
+def all_benchmarks() -> list[Benchmark]:
+    """Every registered benchmark, in run order."""
+    return list(_REGISTRY.values())
+
+
+def suite_benchmarks(suite: str) -> list[str]:
+    """The benchmarks ``suite`` runs, in run order."""
+    return [b.name for b in _REGISTRY.values() if suite in b.suites]
+
+
+def analyze(results: Results, thresholds: Thresholds) -> list[Finding]:
+    """Every benchmark's findings, then the run-wide ones (peer outliers, NCCL's log, the host
+    inventory); fail first, then warn, then info (stable within a severity)."""
+    findings = [
+        finding
+        for benchmark in _REGISTRY.values()
+        if benchmark.findings is not None
+        for finding in benchmark.findings(results, thresholds)
+    ]
+    findings += run_findings(results, thresholds)
+    return sorted(findings, key=lambda f: SEVERITY_ORDER[f.severity])
+
+
+def summary_sections(results: Results) -> list[Section]:
+    """One section per benchmark, in the order the run measured them."""
+    by_benchmark: dict[str, list[Measurement]] = defaultdict(list)
+    for m in results.measurements:
+        by_benchmark[m.benchmark].append(m)
+    multi_host = len({m.host for m in results.measurements}) > 1
+    sections = []
+    for name, ms in by_benchmark.items():
+        held = _REGISTRY.get(name)
+        section = (held.section if held is not None else generic_section)(ms, multi_host)
+        section.benchmark = name
+        sections.append(section)
+    return sections

@@ -1,0 +1,1 @@
+"""Each benchmark's part of the summary: ``section(measurements, multi_host) -> Section``."""
