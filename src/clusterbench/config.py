@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from clusterbench import catalog, registry
-from clusterbench.benchmarks._settings import SUITE_NAMES, SuiteName
+from clusterbench.benchmarks.presets import SUITE_NAMES, SuiteName
 from clusterbench.thresholds import Thresholds
 
 catalog.register_builtin()

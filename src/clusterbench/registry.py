@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from clusterbench.analysis import run_findings
-from clusterbench.benchmarks._settings import DeviceType, SuiteName
+from clusterbench.benchmarks.presets import DeviceType, SuiteName
 from clusterbench.metrics import MetricSet
 from clusterbench.report.cells import Section, generic_section
 from clusterbench.runtime.dist import DistContext

@@ -33,12 +33,12 @@ import torch
 import torch.distributed as dist
 
 from clusterbench.benchmarks import checkpoint_io as io
-from clusterbench.benchmarks._settings import check_suite
 from clusterbench.benchmarks.dataloader_workload import (
     WorkloadName,
     load_workload,
     make_train_step,
 )
+from clusterbench.benchmarks.presets import check_suite
 from clusterbench.benchmarks.training.strategies import Trainer
 from clusterbench.metrics import Metric, MetricSet
 from clusterbench.runtime.dist import DistContext

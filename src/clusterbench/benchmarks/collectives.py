@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Literal
 import psutil
 import torch
 
-from clusterbench.benchmarks._settings import check_suite
 from clusterbench.benchmarks.collectives_groups import (
     GROUP_KINDS,
     GroupHandle,
@@ -49,6 +48,7 @@ from clusterbench.benchmarks.collectives_ops import (
     usable_sizes,
 )
 from clusterbench.benchmarks.collectives_timing import Mode, group_gather, time_mode
+from clusterbench.benchmarks.presets import check_suite
 from clusterbench.metrics import Metric, MetricSet
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.timing import rate_stats

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 
-from clusterbench.benchmarks._settings import check_suite
 from clusterbench.benchmarks.dataloader_datasets import ImageFormat, write_images, write_tokens
 from clusterbench.benchmarks.dataloader_workload import (
     SmallCnn,
@@ -36,6 +35,7 @@ from clusterbench.benchmarks.dataloader_workload import (
     load_workload,
     make_train_step,
 )
+from clusterbench.benchmarks.presets import check_suite
 from clusterbench.benchmarks.training.models import DecoderModel, VisionModel
 from clusterbench.benchmarks.training.strategies import Trainer
 from clusterbench.metrics import Metric, MetricSet

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 import torch
 
-from clusterbench.benchmarks._settings import check_suite
+from clusterbench.benchmarks.presets import check_suite
 from clusterbench.metrics import Metric, MetricSet
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.timing import rate_stats, time_op

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from clusterbench.benchmarks import network_tools as tools
-from clusterbench.benchmarks._settings import check_suite
+from clusterbench.benchmarks.presets import check_suite
 from clusterbench.hardware.sysfs import RDMA_KINDS, probe_nics
 from clusterbench.metrics import Metric, MetricSet
 from clusterbench.runtime.dist import DistContext

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal
 import torch
 import torch.distributed as dist
 
-from clusterbench.benchmarks._settings import check_suite
+from clusterbench.benchmarks.presets import check_suite
 from clusterbench.hardware.probe import numa_node_cpus, read_pcie_link
 from clusterbench.hardware.specs import pcie_link_gbps
 from clusterbench.metrics import Metric, MetricSet

@@ -14,7 +14,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from clusterbench.benchmarks._settings import check_suite
+from clusterbench.benchmarks.presets import check_suite
 from clusterbench.benchmarks.training.models import DECODER_MODELS, Model
 from clusterbench.metrics import Metric, MetricSet
 
