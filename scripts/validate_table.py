@@ -6,6 +6,24 @@ import sys
 from collections import defaultdict
 
 from clusterbench import load_results
+from clusterbench.benchmarks.checkpoint import CheckpointMetrics
+from clusterbench.benchmarks.collectives import CollectivesMetrics
+from clusterbench.benchmarks.dataloader import DataloaderMetrics
+from clusterbench.benchmarks.gemm import GemmMetrics
+from clusterbench.benchmarks.memory import MemoryMetrics
+from clusterbench.benchmarks.training.settings import TrainingMetrics
+from clusterbench.benchmarks.transfer import TransferMetrics
+from clusterbench.schema import Results
+
+_T = TrainingMetrics
+_KEPT = (
+    _T.tokens_per_s_per_gpu, _T.samples_per_s_per_gpu, _T.mfu, _T.mfu_vs_gemm, _T.hfu,
+    _T.scaling_efficiency, _T.peak_memory_gb, DataloaderMetrics.loader_samples_per_s,
+    DataloaderMetrics.gpu_busy, DataloaderMetrics.step_samples_per_s, CheckpointMetrics.save_gbps,
+    CheckpointMetrics.load_gbps, CheckpointMetrics.async_stall_pct,
+)  # fmt: skip
+_CASE_KEYS = ("series", "model", "strategy", "precision", "activation_checkpointing", "compile",
+              "world_size", "dataset", "num_workers", "pin_memory", "format")  # fmt: skip
 
 
 def main(path: str) -> None:
@@ -13,15 +31,15 @@ def main(path: str) -> None:
     rows: dict[str, list[float]] = defaultdict(list)
     for m in results.measurements:
         p = m.params
-        if m.metric == "tflops_best":
+        if GemmMetrics.tflops_best.matches(m):
             rows[f"gemm best {p['dtype']} (TFLOP/s)"].append(m.value)
-        elif m.benchmark == "memory" and m.metric == "bandwidth":
+        elif MemoryMetrics.bandwidth.matches(m):
             rows[f"memory {p['op']} (GB/s)"].append(m.value)
-        elif m.benchmark == "transfer" and m.metric == "bandwidth":
+        elif TransferMetrics.bandwidth.matches(m):
             rows[f"{p['direction']} {p['memory']} {p['numa']} (GB/s)"].append(m.value)
-        elif m.metric == "p2p_bandwidth":
+        elif TransferMetrics.p2p_bandwidth.matches(m):
             rows[f"p2p {p['mode']} (GB/s)"].append(m.value)
-        elif m.metric in ("pcie_link_gen", "pcie_link_width"):
+        elif TransferMetrics.pcie_link_gen.matches(m) or TransferMetrics.pcie_link_width.matches(m):
             rows[f"{m.metric} under load"].append(m.value)
     _collective_rows(results, rows)
     _training_rows(results, rows)
@@ -38,60 +56,26 @@ def main(path: str) -> None:
         print(f"[error] {e.message}")
 
 
-def _training_rows(results: object, rows: dict[str, list[float]]) -> None:
+def _training_rows(results: Results, rows: dict[str, list[float]]) -> None:
     """Throughput, MFU, scaling per case; sweep fits; loader, busy and checkpoint figures."""
-    keep = {
-        "tokens_per_s_per_gpu",
-        "samples_per_s_per_gpu",
-        "mfu",
-        "mfu_vs_gemm",
-        "hfu",
-        "scaling_efficiency",
-        "peak_memory_gb",
-        "loader_samples_per_s",
-        "gpu_busy",
-        "step_samples_per_s",
-        "save_gbps",
-        "load_gbps",
-        "async_stall_pct",
-    }
-    for m in results.measurements:  # type: ignore[attr-defined]
-        if m.benchmark not in ("training", "dataloader", "checkpoint") or m.metric not in keep:
+    for m in results.measurements:
+        if not any(metric.matches(m) for metric in _KEPT):
             continue
-        p = m.params
-        parts = [
-            str(p[k])
-            for k in (
-                "series",
-                "model",
-                "strategy",
-                "precision",
-                "activation_checkpointing",
-                "compile",
-                "world_size",
-                "dataset",
-                "num_workers",
-                "pin_memory",
-                "format",
-            )
-            if k in p
-        ]
+        parts = [str(m.params[k]) for k in _CASE_KEYS if k in m.params]
         rows[f"{m.benchmark} {m.metric} {' '.join(parts)}"].append(m.value)
 
 
-def _collective_rows(results: object, rows: dict[str, list[float]]) -> None:
+def _collective_rows(results: Results, rows: dict[str, list[float]]) -> None:
     """busbw at the largest size per op (back-to-back); 8-byte latency per op and mode."""
     largest: dict[str, tuple[int, float]] = {}
-    for m in results.measurements:  # type: ignore[attr-defined]
-        if m.benchmark != "collectives":
-            continue
+    for m in results.measurements:
         p = m.params
         size = int(p.get("size_bytes") or 0)
-        if m.metric == "busbw" and p.get("mode") == "back_to_back":
+        if CollectivesMetrics.busbw.matches(m) and p.get("mode") == "back_to_back":
             key = f"{p['op']} busbw {p['group']} (GB/s)"
             if key not in largest or size > largest[key][0]:
                 largest[key] = (size, m.value)
-        elif m.metric == "latency_us" and size <= 8:
+        elif CollectivesMetrics.latency_us.matches(m) and size <= 8:
             rows[f"{p['op']} {size} B latency {p['mode']} (us)"].append(m.value)
     for key, (size, value) in largest.items():
         shown = f"{size / 2**30:g} GiB" if size >= 2**30 else f"{size / 2**20:g} MiB"
