@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from clusterbench.runtime.flight import FlightState
 from clusterbench.runtime.launch import WorkerFailure
 from clusterbench.runtime.records import (
     End,
@@ -62,6 +63,7 @@ def assemble_results(
     records: list[Record],
     meta: RunMeta,
     failures: list[WorkerFailure],
+    flights: dict[int, FlightState] | None = None,
     interrupted: bool = False,
     running: bool = False,
 ) -> Results:
@@ -70,11 +72,14 @@ def assemble_results(
     records = dedupe(records)
     hosts_by_rank = {r.rank: r.host for r in records if isinstance(r, Hello)}
 
+    flights = flights or {}
+
     def host_of(rank: int) -> str:
-        return hosts_by_rank.get(rank, meta.fallback_host)
+        flight = flights.get(rank)
+        return hosts_by_rank.get(rank, flight.host if flight else meta.fallback_host)
 
     ends, starts, skipped = _progress(records)
-    errors = _errors(records, failures, host_of=host_of, starts=starts, ends=ends)
+    errors = _errors(records, failures, host_of=host_of, starts=starts, ends=ends, flights=flights)
     interrupted = interrupted or any(isinstance(r, Interrupted) for r in records)
     unfinished = [
         b for b in meta.benchmarks if b not in skipped and len(ends.get(b, ())) < meta.world_size
@@ -139,39 +144,129 @@ def _errors(
     host_of: Callable[[int], str],
     starts: dict[int, list[str]],
     ends: dict[str, set[int]],
+    flights: dict[int, FlightState],
 ) -> list[ErrorRecord]:
-    """Culprits first (ranks that raised, hung or died), then ranks that were only waiting."""
+    """Culprits first (ranks that hung, died or raised), then ranks that were only waiting.
+
+    A rank whose heartbeat stopped long before the others' hung (its flight record says where);
+    a rank the launcher saw end without it writing an error died.  Either makes every other
+    failed rank one that waited for it, whatever its own error says (a peer's reset connection,
+    its own timeout).  With neither, the ranks that raised on their own are the culprits.
+    """
+    own: dict[int, Error] = {}
+    for r in records:
+        if isinstance(r, Error):
+            own.setdefault(r.rank, r)
+    if not own and not failures:
+        return []
+    # a rank that raised on its own (not in a collective, not waiting) is a culprit: then only
+    # a stopped heartbeat may add another
+    raised = any(not (e.while_waiting or e.in_collective) for e in own.values())
+    first_error_at = None if raised else min((e.at for e in own.values()), default=None)
+    stalled = _stalled(flights, skip=set(own), seen_ending={f.rank for f in failures},
+                       first_error_at=first_error_at)  # fmt: skip
+    dead = [f for f in failures if f.rank not in own and f.rank not in stalled]
+    if stalled or dead:
+        return _blame(stalled, dead, own=own, host_of=host_of, starts=starts, ends=ends,
+                      flights=flights)  # fmt: skip
     culprits: list[ErrorRecord] = []
     waiting: list[ErrorRecord] = []
-    wrote_error: set[int] = set()
-    for r in records:
-        if not isinstance(r, Error):
-            continue
-        rank, bench = r.rank, r.benchmark
-        wrote_error.add(rank)
+    for rank, r in sorted(own.items()):
         where = f"rank {rank} on host {host_of(rank)}"
         if r.while_waiting:
-            msg = f"{where} stopped while waiting for other ranks in {bench}: {r.message}"
-            waiting.append(ErrorRecord(benchmark=bench, rank=rank, host=host_of(rank), message=msg))
+            msg = f"{where} stopped while waiting for other ranks in {r.benchmark}: {r.message}"
+            waiting.append(ErrorRecord(benchmark=r.benchmark, rank=rank, host=host_of(rank),
+                                       message=msg))  # fmt: skip
         else:
-            msg = f"{where} failed in {bench}: {r.message}"
-            culprits.append(
-                ErrorRecord(benchmark=bench, rank=rank, host=host_of(rank), message=msg)
-            )
-    for f in failures:
-        if f.rank in wrote_error:
+            msg = f"{where} failed in {r.benchmark}: {r.message}"
+            culprits.append(ErrorRecord(benchmark=r.benchmark, rank=rank, host=host_of(rank),
+                                        message=msg))  # fmt: skip
+    if not culprits:
+        culprits = _silent_ranks(starts=starts, ends=ends, skip=set(own), host_of=host_of)
+    return culprits + waiting
+
+
+STALE_HEARTBEATS = 5
+"""Heartbeats a rank may miss, against the latest of any rank, before it counts as hung."""
+STALE_MIN_S = 3.0
+
+
+def _stalled(
+    flights: dict[int, FlightState],
+    *,
+    skip: set[int],
+    seen_ending: set[int],
+    first_error_at: float | None,
+) -> dict[int, float]:
+    """Ranks that went silent -> for how many seconds before the latest heartbeat.
+
+    Silent: the heartbeat stopped well before the latest one (a stopped or wedged rank), or,
+    for a rank the launcher did not see end (no launcher under torchrun across nodes), it
+    stopped before the first error while another rank's went on past it (a dead rank: the
+    others' errors came from it)."""
+    if not flights:
+        return {}
+    latest = max(f.heartbeat for f in flights.values())
+    out = {}
+    for rank, f in sorted(flights.items()):
+        if rank in skip:
             continue
-        bench = _current_benchmark(f.rank, starts=starts, ends=ends)
-        msg = f"rank {f.rank} on host {host_of(f.rank)} {_exit_text(f.exitcode)} during "
-        msg += bench or "start-up"
-        if f.message:
-            msg += f": {f.message}"
-        culprits.append(
-            ErrorRecord(benchmark=bench, rank=f.rank, host=host_of(f.rank), message=msg)
+        silent_s = latest - f.heartbeat
+        died_first = (
+            first_error_at is not None
+            and rank not in seen_ending
+            and f.heartbeat < first_error_at
+            and any(o.heartbeat > first_error_at + o.interval_s / 2 for o in flights.values())
         )
-        wrote_error.add(f.rank)
-    if not culprits and (waiting or failures):
-        culprits = _silent_ranks(starts=starts, ends=ends, skip=wrote_error, host_of=host_of)
+        if died_first or silent_s > max(STALE_MIN_S, STALE_HEARTBEATS * f.interval_s):
+            out[rank] = silent_s
+    return out
+
+
+def _blame(
+    stalled: dict[int, float],
+    dead: list[WorkerFailure],
+    *,
+    own: dict[int, Error],
+    host_of: Callable[[int], str],
+    starts: dict[int, list[str]],
+    ends: dict[str, set[int]],
+    flights: dict[int, FlightState],
+) -> list[ErrorRecord]:
+    def doing(rank: int) -> tuple[str | None, str]:
+        bench = _current_benchmark(rank, starts=starts, ends=ends)
+        flight = flights.get(rank)
+        what = f", {flight.activity}" if flight and bench and flight.benchmark == bench else ""
+        return bench, f"{bench or 'start-up'}{what}"
+
+    culprits: list[ErrorRecord] = []
+    for rank, silent_s in stalled.items():
+        bench, where = doing(rank)
+        msg = (f"rank {rank} on host {host_of(rank)} stopped responding during {where} (no "
+               f"heartbeat for the last {silent_s:.0f} s of the run)")  # fmt: skip
+        culprits.append(ErrorRecord(benchmark=bench, rank=rank, host=host_of(rank), message=msg))
+    for f in dead:
+        bench, where = doing(f.rank)
+        msg = f"rank {f.rank} on host {host_of(f.rank)} {_exit_text(f.exitcode)} during {where}"
+        msg += f": {f.message}" if f.message else ""
+        culprits.append(ErrorRecord(benchmark=bench, rank=f.rank, host=host_of(f.rank),
+                                    message=msg))  # fmt: skip
+    blamed = {*stalled, *(f.rank for f in dead)}
+    names = ", ".join(f"rank {r}" for r in sorted(blamed))
+    others = sorted((set(own) | {r for r in starts if doing(r)[0]}) - blamed)
+    waiting = []
+    for rank in others:
+        bench, where = doing(rank)
+        err = own.get(rank)
+        bench = bench or (err.benchmark if err else None)
+        msg = f"rank {rank} on host {host_of(rank)} was waiting for {names} in {where}"
+        msg += f": {err.message}" if err else ""
+        waiting.append(ErrorRecord(benchmark=bench, rank=rank, host=host_of(rank), message=msg))
+    if waiting:
+        who = ", ".join(f"rank {e.rank} (host {e.host})" for e in waiting)
+        culprits[0] = culprits[0].model_copy(
+            update={"message": f"{culprits[0].message}; waiting for it: {who}"}
+        )
     return culprits + waiting
 
 

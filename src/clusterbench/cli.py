@@ -41,6 +41,26 @@ def _usage_error(message: str) -> typer.Exit:
     return typer.Exit(EXIT_USAGE)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from clusterbench._version import __version__
+
+        typer.echo(f"clusterbench {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", callback=_print_version, is_eager=True
+        ),
+    ] = False,
+) -> None:
+    """Benchmark a GPU cluster for AI workloads, find what makes it slow, say what to fix."""
+
+
 @app.command()
 def run(
     suite: Annotated[
@@ -77,8 +97,18 @@ def run(
     ] = None,
     nproc: Annotated[
         int | None,
-        typer.Option(help="Workers on this node (default: one per GPU, or 2 on CPU)."),
+        typer.Option(
+            help="Workers on this node (default: one per GPU, or 2 on CPU); at most the visible "
+            "GPUs, or on CPU the cores this process may use."
+        ),
     ] = None,
+    oversubscribe: Annotated[
+        bool,
+        typer.Option(
+            "--oversubscribe",
+            help="Allow more CPU workers than cores: up to 4x the cores, at most 256.",
+        ),
+    ] = False,
     device: Annotated[str, typer.Option(help="auto (GPUs when present), cuda or cpu.")] = "auto",
     nccl_debug: Annotated[
         bool,
@@ -112,6 +142,7 @@ def run(
             device=device,
             timeout_s=timeout,
             nccl_debug=nccl_debug,
+            oversubscribe=oversubscribe,
         )
     except ConfigError as exc:
         raise _usage_error(str(exc)) from None
@@ -119,8 +150,16 @@ def run(
     if results is not None:
         console = _console()
         render_summary(results, summary_sections(results), console)
-        console.print(f"results: {outcome.run_dir / 'results.json'}")
-        if results.errors:
+        if outcome.error is not None:  # a full or failing disk: the summary above is from memory
+            console.print(
+                f"results: not written; the ranks' records are in {outcome.run_dir}",
+                soft_wrap=True,
+            )
+        else:
+            console.print(f"results: {outcome.run_dir / 'results.json'}")
+        if outcome.error is not None:
+            typer.echo(f"clusterbench: error: {outcome.error}", err=True)
+        elif results.errors:
             for err in results.errors[:1]:
                 typer.echo(f"clusterbench: run failed: {err.message}", err=True)
     raise typer.Exit(outcome.exit_code)
@@ -199,6 +238,20 @@ def launch(
     ] = None,
     fmt: Annotated[str, typer.Option("--format", help="k8s output: yaml or json.")] = "yaml",
     out: Annotated[Path | None, typer.Option(help="Write to this file instead of stdout.")] = None,
+    results_pvc: Annotated[
+        str | None,
+        typer.Option(
+            help="k8s: keep the run folder on this PersistentVolumeClaim (mounted at /results "
+            "in the Master pod; the run's --out is /results/<name>)."
+        ),
+    ] = None,
+    results_host_path: Annotated[
+        str | None,
+        typer.Option(
+            help="k8s: keep the run folder in this folder of the Master pod's node (hostPath, "
+            "mounted at /results; the run's --out is /results/<name>)."
+        ),
+    ] = None,
 ) -> None:
     """Print the command or script that runs clusterbench on many nodes."""
     from clusterbench.config import check_suite_name
@@ -208,6 +261,7 @@ def launch(
         parse_env,
         pick_launcher,
         render,
+        results_note,
     )
 
     try:
@@ -227,18 +281,23 @@ def launch(
             env=parse_env(env or []),
             run_args=tuple(run_args or []),
             image=image or DEFAULT_IMAGE,
+            results_pvc=results_pvc,
+            results_host_path=results_host_path,
         )
         text = render(launcher, spec, fmt="json" if fmt == "json" else "yaml")
     except ValueError as exc:
         raise _usage_error(str(exc)) from None
+    note = results_note(launcher, spec)
     if out is None:
         typer.echo(text, nl=False)
-        return
-    try:
-        out.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise _usage_error(f"cannot write {out}: {exc.strerror}") from None
-    typer.echo(f"wrote {out}", err=True)
+    else:
+        try:
+            out.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise _usage_error(f"cannot write {out}: {exc.strerror}") from None
+        typer.echo(f"wrote {out}", err=True)
+    if note is not None:
+        typer.echo(f"clusterbench: note: {note}", err=True)
 
 
 @app.command()

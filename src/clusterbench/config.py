@@ -3,13 +3,15 @@
 A suite is the benchmarks whose registration names it (:mod:`clusterbench.registry`), each with
 its settings preset for the suite and device type.  A TOML file and ``--set key=value`` change
 them; unknown keys and bad values raise :class:`ConfigError` with one clear line (the CLI turns
-it into exit code 2).
+it into exit code 2).  Every section and ``--set`` is checked, whether or not its benchmark runs;
+no number anywhere may be NaN or infinite.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import sys
 import typing
 from collections.abc import Iterable, Mapping
@@ -90,7 +92,8 @@ def build_run_config(
 ) -> RunConfig:
     """Suite preset, then the TOML file, then ``--set`` overrides, then CLI flags.
 
-    ``suite`` None takes the file's ``suite`` key, else ``quick``.
+    ``suite`` None takes the file's ``suite`` key, else ``quick``.  Settings of a benchmark the
+    run does not select are checked on a preset of their own, then dropped.
     """
     table = _read_toml(config_file) if config_file else {}
     top = _split_top_level(table, source=str(config_file))
@@ -99,6 +102,8 @@ def build_run_config(
         registry.suite_benchmarks(suite),
         only=list(only) or list(top.get("only", [])),
         skip=[*top.get("skip", []), *skip],
+        suite=suite,
+        device_type=device_type,
     )
     benchmarks = {n: registry.get(n).preset(suite=suite, device_type=device_type) for n in names}
     thresholds = Thresholds()
@@ -115,9 +120,14 @@ def build_run_config(
             section, {key: value}, benchmarks=benchmarks, thresholds=thresholds, strings=True
         )
     _mirror(applied, benchmarks=benchmarks)
-    timeout = timeout_s if timeout_s is not None else float(top.get("timeout_s", 900.0))
-    if timeout <= 0:
-        raise ConfigError(f"timeout must be positive, got {timeout}")
+    _check_unselected(applied, benchmarks=benchmarks, suite=suite, device_type=device_type)
+    timeout, where = (
+        (timeout_s, "--timeout")
+        if timeout_s is not None
+        else (float(top.get("timeout_s", 900.0)), f"{config_file}: timeout_s")
+    )
+    if not math.isfinite(timeout) or timeout <= 0:
+        raise ConfigError(f"{where} must be a positive number of seconds, got {timeout}")
     return RunConfig(suite=suite, benchmarks=benchmarks, thresholds=thresholds, timeout_s=timeout)
 
 
@@ -128,6 +138,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
     try:
         with open(path, "rb") as fh:
             return tomllib.load(fh)
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a UTF-8 TOML file") from None
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except tomllib.TOMLDecodeError as exc:
@@ -149,12 +161,21 @@ def _split_top_level(table: Mapping[str, Any], *, source: str) -> dict[str, Any]
     return out
 
 
-def _select(names: list[str], *, only: list[str], skip: list[str]) -> list[str]:
+def _select(
+    names: list[str], *, only: list[str], skip: list[str], suite: str, device_type: str
+) -> list[str]:
     for name in [*only, *skip]:
         if not _known(name):
             _unknown_benchmark(name)
-    selected = list(dict.fromkeys(only)) if only else names
-    return [n for n in selected if n not in set(skip)]
+    both = [n for n in dict.fromkeys(only) if n in skip]
+    if both:
+        raise ConfigError(f"--only and --skip both name {', '.join(both)}: nothing of it would run")
+    selected = [n for n in (list(dict.fromkeys(only)) if only else names) if n not in set(skip)]
+    if not selected:
+        raise ConfigError(f"nothing to run: --skip leaves no benchmark of the {suite} suite")
+    if not any(registry.get(n).supports(device_type) for n in selected):
+        raise ConfigError(f"nothing to run: no {device_type} form of {', '.join(selected)}")
+    return selected
 
 
 def _known(name: str) -> bool:
@@ -190,23 +211,52 @@ class _Setting:
     strings: bool
 
 
-def _mirror(applied: list[_Setting], *, benchmarks: dict[str, Any]) -> None:
-    """Copy each mirrored section's settings to its target, once every setting is known, except
-    keys the target was given itself (whatever their order)."""
+def _mirrored(applied: list[_Setting], *, benchmarks: dict[str, Any]) -> list[tuple[str, _Setting]]:
+    """(selected benchmark, setting of the section it takes its settings from) for each setting
+    :func:`_mirror` copies: keys both settings classes have that the target was not given
+    itself (whatever their order)."""
+    out: list[tuple[str, _Setting]] = []
     for bench in registry.all_benchmarks():
         section, other = bench.settings_from, bench.name
         if section is None or other not in benchmarks:
             continue
-        target = benchmarks[other]
-        names = {f.name for f in dataclasses.fields(target)} - {
-            s.key for s in applied if s.section == other
+        shared = {f.name for f in dataclasses.fields(benchmarks[other])} & {
+            f.name for f in dataclasses.fields(registry.get(section).settings)
         }
-        for s in applied:
-            if s.section == section and s.key in names:
-                _set_field(
-                    target, section=other, key=s.key, value=s.value, source=s.source,
-                    strings=s.strings,
-                )  # fmt: skip
+        names = shared - {s.key for s in applied if s.section == other}
+        out += [(other, s) for s in applied if s.section == section and s.key in names]
+    return out
+
+
+def _mirror(applied: list[_Setting], *, benchmarks: dict[str, Any]) -> None:
+    """Copy each mirrored section's settings to its target, once every setting is known."""
+    for other, s in _mirrored(applied, benchmarks=benchmarks):
+        _set_field(
+            benchmarks[other], section=other, key=s.key, value=s.value, source=s.source,
+            strings=s.strings,
+        )  # fmt: skip
+
+
+def _check_unselected(
+    applied: list[_Setting], *, benchmarks: dict[str, Any], suite: str, device_type: str
+) -> None:
+    """Apply the settings of benchmarks this run does not select to a preset of their own (run
+    its checks, then drop it), so that a mistake there is refused too.  A setting a selected
+    benchmark takes over (``settings_from``) was checked there instead: attribution alone may
+    take ``training.model=gemm_heavy``, which training itself does not run."""
+    taken = {id(s) for _, s in _mirrored(applied, benchmarks=benchmarks)}
+    scratch: dict[str, Any] = {}
+    for s in applied:
+        if s.section == "thresholds" or s.section in benchmarks or id(s) in taken:
+            continue
+        if s.section not in scratch:
+            scratch[s.section] = registry.get(s.section).preset(
+                suite=suite, device_type=device_type
+            )
+        _set_field(
+            scratch[s.section], section=s.section, key=s.key, value=s.value, source=s.source,
+            strings=s.strings,
+        )  # fmt: skip
 
 
 def _apply_section(
@@ -219,7 +269,7 @@ def _apply_section(
     strings: bool = False,
 ) -> list[_Setting]:
     """Apply one section's settings; what it set (or, for a benchmark this run does not
-    select, would have set), for :func:`_mirror`."""
+    select, would have set), for :func:`_mirror` and :func:`_check_unselected`."""
     if not _known(section) and section != "thresholds":
         _unknown_benchmark(section)
     if not isinstance(values, dict):
@@ -254,7 +304,18 @@ def _set_field(
 
 def _coerce(kind: Any, value: Any, *, where: str) -> Any:
     try:
-        return TypeAdapter(kind).validate_python(value)
+        new = TypeAdapter(kind).validate_python(value)
     except ValidationError as exc:
         err = exc.errors()[0]
         raise ConfigError(f"{where}: {err['msg'].lower()} (got {value!r})") from None
+    _check_finite(new, where=where, given=value)
+    return new
+
+
+def _check_finite(value: Any, *, where: str, given: Any) -> None:
+    """No setting anywhere is NaN or infinite (TOML and ``--set`` both spell them)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where}: must be a finite number (got {given!r})")
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            _check_finite(item, where=where, given=given)

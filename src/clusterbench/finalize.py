@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from pathlib import Path
@@ -11,11 +12,12 @@ from clusterbench._version import __version__
 from clusterbench.assemble import RunMeta, assemble_results
 from clusterbench.report.markdown import render_markdown
 from clusterbench.runspec import EXIT_FAIL_FINDING, EXIT_OK, EXIT_RUN_ERROR, RunSpec, now_utc
+from clusterbench.runtime.flight import FlightState, read_flights
 from clusterbench.runtime.launch import WorkerFailure
-from clusterbench.runtime.records import Record
+from clusterbench.runtime.records import Record, describe_write_error
 from clusterbench.schema import Results
 
-__all__ = ["exit_code_for", "finalize", "write_results"]
+__all__ = ["ResultsWriteError", "exit_code_for", "finalize", "write_results"]
 
 
 def finalize(
@@ -26,6 +28,7 @@ def finalize(
     world_size: int,
     interrupted: bool = False,
     running: bool = False,
+    flights: dict[int, FlightState] | None = None,
 ) -> Results:
     """Assemble, analyse and write the run.  ``running``: more benchmarks are still to come."""
     meta = RunMeta(
@@ -42,7 +45,12 @@ def finalize(
         fallback_host=socket.gethostname(),
     )
     results = assemble_results(
-        records=records, meta=meta, failures=failures, interrupted=interrupted, running=running
+        records=records,
+        meta=meta,
+        failures=failures,
+        flights=read_flights(Path(spec.run_dir)) if flights is None else flights,
+        interrupted=interrupted,
+        running=running,
     )
     # Findings benchmarks recorded themselves (e.g. doctor's checks) come first, then analysis.
     recorded = results.findings
@@ -51,16 +59,57 @@ def finalize(
     return results
 
 
+class ResultsWriteError(Exception):
+    """results.json or summary.md could not be written (a full or failing disk).
+
+    The files already there are left as they were and no temporary file is left behind;
+    ``results`` are the run's results as they are in memory.  ``str()``: one line,
+    ``cannot write results: no space left on <path>``.
+    """
+
+    def __init__(self, path: Path, exc: OSError, results: Results) -> None:
+        super().__init__(f"cannot write results: {describe_write_error(exc, path)}")
+        self.path = path
+        self.errno = exc.errno
+        self.strerror = exc.strerror
+        self.results = results
+
+
 def write_results(run_dir: Path, results: Results) -> None:
-    """results.json and summary.md, each replaced atomically."""
+    """results.json and summary.md, replaced together and atomically.
+
+    Both are written to temporary files first (flushed to the disk) and renamed over the old
+    ones only when both are complete.  Raises :class:`ResultsWriteError` when a write fails:
+    the temporary files are removed and the previous results.json and summary.md stay.
+    """
     summary = render_markdown(results, registry.summary_sections(results))
-    for name, text in (
-        ("results.json", results.model_dump_json(indent=2)),
-        ("summary.md", summary),
-    ):
-        tmp = run_dir / f".{name}.tmp"
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, run_dir / name)
+    files = [
+        (run_dir / "results.json", results.model_dump_json(indent=2)),
+        (run_dir / "summary.md", summary),
+    ]
+    tmps = [path.with_name(f".{path.name}.tmp") for path, _ in files]
+    failing = files[0][0]
+    try:
+        for (path, text), tmp in zip(files, tmps, strict=True):
+            failing = path
+            _write_synced(tmp, text)
+        for (path, _), tmp in zip(files, tmps, strict=True):
+            failing = path
+            os.replace(tmp, path)
+    except OSError as exc:
+        for tmp in tmps:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+        raise ResultsWriteError(failing, exc, results) from None
+
+
+def _write_synced(path: Path, text: str) -> None:
+    # fsync: a disk that fails only when the data reaches it (NFS, a quota) fails here, before
+    # the rename would have replaced a good file with a bad one.
+    with open(path, "wb") as fh:
+        fh.write(text.encode("utf-8"))
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def exit_code_for(results: Results) -> int:

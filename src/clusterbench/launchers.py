@@ -5,6 +5,11 @@ The Kubernetes manifest is built as plain dicts and lists and written with PyYAM
 ``yaml.safe_dump`` (keys in the order built, so it reads top-down like a hand-written one).
 Under every launcher ``clusterbench run`` joins as a worker (``runtime/launch.py`` reads the
 launcher's rank variables), so the generated commands only start one process per GPU.
+
+A pod's file system goes with the pod, so the manifest can mount a results volume (a
+PersistentVolumeClaim or a hostPath) at :data:`RESULTS_MOUNT` in the Master pod, where rank 0
+writes the run folder, and point the run's ``--out`` into it; :func:`results_note` says where
+the results land (or that they vanish with the pod).
 """
 
 from __future__ import annotations
@@ -21,12 +26,15 @@ import yaml
 __all__ = [
     "DEFAULT_IMAGE",
     "LAUNCHERS",
+    "RESULTS_MOUNT",
     "LaunchSpec",
     "k8s_manifest",
+    "k8s_manifest_dict",
     "mpi_command",
     "parse_env",
     "pick_launcher",
     "render",
+    "results_note",
     "slurm_script",
     "to_yaml",
     "torchrun_command",
@@ -37,6 +45,9 @@ DEFAULT_PORT = 29500
 DEFAULT_IMAGE = "ghcr.io/OWNER/clusterbench:latest"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_K8S_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+RESULTS_MOUNT = "/results"
+"""Where a k8s results volume is mounted; the run's ``--out`` is ``/results/<job name>``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,6 +68,10 @@ class LaunchSpec:
     """Extra environment for every rank, e.g. (("NCCL_SOCKET_IFNAME", "eth0"),)."""
     run_args: tuple[str, ...] = ()
     """Further arguments of ``clusterbench run``."""
+    results_pvc: str | None = None
+    """k8s: a PersistentVolumeClaim, mounted at ``/results`` in the Master pod, for the run."""
+    results_host_path: str | None = None
+    """k8s: a folder on the Master pod's node, mounted at ``/results``, for the run."""
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -70,13 +85,61 @@ class LaunchSpec:
         for key, _ in self.env:
             if not _ENV_NAME.match(key):
                 raise ValueError(f"--env: bad variable name {key!r} (expected KEY=VALUE)")
+        self._check_results_volume()
+
+    def _check_results_volume(self) -> None:
+        pvc, host_path = self.results_pvc, self.results_host_path
+        if pvc is not None and host_path is not None:
+            raise ValueError("--results-pvc and --results-host-path: choose one")
+        if pvc is not None and (not _K8S_SUBDOMAIN.match(pvc) or len(pvc) > 253):
+            raise ValueError(
+                f"--results-pvc must be a PersistentVolumeClaim name (lowercase letters, digits, "
+                f"'-' and '.'), got {pvc!r}"
+            )
+        if host_path is not None and (
+            not host_path.startswith("/") or ".." in host_path.split("/")
+        ):
+            raise ValueError(
+                f"--results-host-path must be an absolute path without '..', got {host_path!r}"
+            )
+        out = self.user_out()
+        if self.has_results_volume and out is not None and not out.startswith(f"{RESULTS_MOUNT}/"):
+            raise ValueError(
+                f"--out {out}: outside the results volume mounted at {RESULTS_MOUNT}; leave "
+                f"--out out (the run goes to {RESULTS_MOUNT}/{self.name}) or point it under "
+                f"{RESULTS_MOUNT}/"
+            )
 
     @property
     def world_size(self) -> int:
         return self.nodes * self.gpus_per_node
 
-    def run_argv(self) -> list[str]:
-        return ["clusterbench", "run", "--suite", self.suite, *self.run_args]
+    @property
+    def has_results_volume(self) -> bool:
+        return self.results_pvc is not None or self.results_host_path is not None
+
+    def user_out(self) -> str | None:
+        """The ``--out`` given among ``run_args`` (the last one, as the CLI takes it), if any."""
+        out = None
+        for i, arg in enumerate(self.run_args):
+            if arg == "--out" and i + 1 < len(self.run_args):
+                out = self.run_args[i + 1]
+            elif arg.startswith("--out="):
+                out = arg.partition("=")[2]
+        return out
+
+    def run_out(self) -> str | None:
+        """The run folder the job writes: ``--out`` from ``run_args``, else ``/results/<name>``
+        with a results volume, else None (clusterbench's default, in the working folder)."""
+        out = self.user_out()
+        if out is None and self.has_results_volume:
+            return f"{RESULTS_MOUNT}/{self.name}"
+        return out
+
+    def run_argv(self, *, out: str | None = None) -> list[str]:
+        """``clusterbench run --suite SUITE [--out OUT] [run_args]``."""
+        extra = ["--out", out] if out is not None else []
+        return ["clusterbench", "run", "--suite", self.suite, *extra, *self.run_args]
 
 
 def _join(argv: list[str]) -> str:
@@ -164,8 +227,11 @@ def _k8s_container(spec: LaunchSpec) -> dict[str, Any]:
         "--master-addr=$(MASTER_ADDR)",
         "--master-port=$(MASTER_PORT)",
         "-m",
-        *spec.run_argv(),
+        *spec.run_argv(out=spec.run_out() if spec.user_out() is None else None),
     ]
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    if spec.has_results_volume:
+        mounts.append({"name": "results", "mountPath": RESULTS_MOUNT})
     container: dict[str, Any] = {
         "name": "pytorch",  # the operator looks for this container name
         "image": spec.image,
@@ -173,24 +239,41 @@ def _k8s_container(spec: LaunchSpec) -> dict[str, Any]:
         "args": args,
         "ports": [{"name": "pytorchjob-port", "containerPort": spec.port}],
         "resources": {"limits": {"nvidia.com/gpu": spec.gpus_per_node}},
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+        "volumeMounts": mounts,
     }
     if spec.env:
         container["env"] = [{"name": k, "value": v} for k, v in spec.env]
     return container
 
 
-def _k8s_replica(spec: LaunchSpec, count: int) -> dict[str, Any]:
+def _k8s_results_volume(spec: LaunchSpec, *, master: bool) -> dict[str, Any]:
+    # Rank 0, in the Master pod, makes the run folder and writes results.json there; the ranks
+    # of every other node make the same path for their own files, so the Workers get it as an
+    # empty folder (a ReadWriteOnce claim cannot be attached to pods on several nodes).
+    if not master:
+        return {"name": "results", "emptyDir": {}}
+    if spec.results_pvc is not None:
+        return {"name": "results", "persistentVolumeClaim": {"claimName": spec.results_pvc}}
+    return {
+        "name": "results",
+        "hostPath": {"path": spec.results_host_path, "type": "DirectoryOrCreate"},
+    }
+
+
+def _k8s_replica(spec: LaunchSpec, count: int, *, master: bool) -> dict[str, Any]:
     # built afresh for each replica type: a dict shared by Master and Worker would come out of
-    # yaml.safe_dump as an anchor and an alias (&id001 / *id001) instead of written in full
+    # yaml.safe_dump as an anchor and an alias (&id001 / *id001) instead of written in full;
+    # NCCL and torch's shared-memory transport need more than the default 64 MiB of /dev/shm
+    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    if spec.has_results_volume:
+        volumes.append(_k8s_results_volume(spec, master=master))
     return {
         "replicas": count,
         "restartPolicy": "Never",
         "template": {
             "spec": {
                 "containers": [_k8s_container(spec)],
-                # NCCL and torch's shared-memory transport need more than the default 64 MiB
-                "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+                "volumes": volumes,
             }
         },
     }
@@ -204,10 +287,14 @@ def k8s_manifest_dict(spec: LaunchSpec) -> dict[str, Any]:
     need more shared memory than the container default of 64 MiB) and the container
     ``pytorch`` (the name the operator looks for) running torchrun with the node rank and
     master address the operator sets in ``RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``.
+
+    With ``results_pvc`` or ``results_host_path`` the Master pod mounts that volume at
+    ``/results`` (the Workers an empty folder there) and the run's ``--out`` is
+    ``/results/<name>`` unless ``run_args`` give one under ``/results``.
     """
-    replicas: dict[str, Any] = {"Master": _k8s_replica(spec, 1)}
+    replicas: dict[str, Any] = {"Master": _k8s_replica(spec, 1, master=True)}
     if spec.nodes > 1:
-        replicas["Worker"] = _k8s_replica(spec, spec.nodes - 1)
+        replicas["Worker"] = _k8s_replica(spec, spec.nodes - 1, master=False)
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
@@ -217,11 +304,35 @@ def k8s_manifest_dict(spec: LaunchSpec) -> dict[str, Any]:
 
 
 def k8s_manifest(spec: LaunchSpec, *, fmt: Literal["yaml", "json"] = "yaml") -> str:
-    """The PyTorchJob as YAML (default) or JSON; ``kubectl apply -f`` takes both."""
+    """The PyTorchJob as YAML (default) or JSON; ``kubectl apply -f`` takes both. The YAML
+    starts with a comment saying where the results land (JSON has no comments)."""
     manifest = k8s_manifest_dict(spec)
     if fmt == "json":
         return json.dumps(manifest, indent=2) + "\n"
-    return to_yaml(manifest)
+    return f"# {_k8s_results_note(spec)}\n" + to_yaml(manifest)
+
+
+def _k8s_results_note(spec: LaunchSpec) -> str:
+    """One line: where the PyTorchJob's results land, or that they vanish with the pod."""
+    out = spec.run_out()
+    if out is None or not spec.has_results_volume:
+        where = out or "clusterbench-runs/<UTC time>-<host> under its working folder"
+        return (
+            f"results stay inside the Master pod ({where}) and vanish with it; add "
+            "--results-pvc NAME or --results-host-path PATH to keep them"
+        )
+    sub = out.removeprefix(f"{RESULTS_MOUNT}/")
+    if spec.results_pvc is not None:
+        volume = f"folder {sub}/ of PersistentVolumeClaim {spec.results_pvc}"
+    else:
+        host = f"{(spec.results_host_path or '').rstrip('/')}/{sub}"
+        volume = f"{host} on the node that runs it (hostPath {spec.results_host_path})"
+    return f"results land in {out} in the Master pod: {volume}, mounted at {RESULTS_MOUNT}"
+
+
+def results_note(launcher: str, spec: LaunchSpec) -> str | None:
+    """Where ``launcher``'s results land, for the console; None where nothing needs saying."""
+    return _k8s_results_note(spec) if launcher == "k8s" else None
 
 
 def to_yaml(value: Any) -> str:
@@ -265,6 +376,8 @@ def parse_env(items: list[str]) -> tuple[tuple[str, str], ...]:
 
 def render(launcher: str, spec: LaunchSpec, *, fmt: Literal["yaml", "json"] = "yaml") -> str:
     """The text for ``launcher`` (torchrun, slurm, mpi, k8s); ``fmt`` applies to k8s only."""
+    if spec.has_results_volume and launcher != "k8s":
+        raise ValueError("--results-pvc and --results-host-path apply to --k8s only")
     if launcher == "k8s":
         return k8s_manifest(spec, fmt=fmt)
     try:

@@ -7,6 +7,7 @@ is a worker; rank 0 gathers each benchmark's records and rewrites results.json a
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from dataclasses import dataclass
@@ -17,8 +18,8 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 
 from clusterbench import catalog, registry
 from clusterbench.config import ConfigError, RunConfig, build_run_config
-from clusterbench.finalize import exit_code_for, finalize
-from clusterbench.runspec import EXIT_OK, RunSpec, now_utc, prepare_run_dir
+from clusterbench.finalize import ResultsWriteError, exit_code_for, finalize
+from clusterbench.runspec import EXIT_OK, EXIT_RUN_ERROR, RunSpec, now_utc, prepare_run_dir
 from clusterbench.runtime.launch import (
     WorkerFailure,
     detect_launcher,
@@ -29,7 +30,12 @@ from clusterbench.runtime.records import read_records
 from clusterbench.schema import Results
 from clusterbench.worker import worker_main
 
-__all__ = ["RunOutcome", "resolve_device", "run"]
+__all__ = ["OVERSUBSCRIBE_FACTOR", "OVERSUBSCRIBE_MAX", "RunOutcome", "resolve_device", "run"]
+
+OVERSUBSCRIBE_FACTOR = 4
+"""``--oversubscribe`` allows up to this many CPU workers per core available to the run..."""
+OVERSUBSCRIBE_MAX = 256
+"""...and never more than this many."""
 
 
 @dataclass(kw_only=True)
@@ -38,6 +44,9 @@ class RunOutcome:
     """None on ranks other than 0 under an external launcher."""
     run_dir: Path
     exit_code: int
+    error: str | None = None
+    """Why results.json could not be written (one line, e.g. ``cannot write results: no space
+    left on <path>``); ``results`` are then the run's results from memory and the exit code 3."""
 
 
 def run(
@@ -52,10 +61,12 @@ def run(
     device: str = "auto",
     timeout_s: float | None = None,
     nccl_debug: bool = False,
+    oversubscribe: bool = False,
 ) -> RunOutcome:
     """Run a suite and return its results (the library form of ``clusterbench run``).
 
-    Raises :class:`ConfigError` (a ValueError) for bad input before anything is written.
+    Raises :class:`ConfigError` (a ValueError) for bad input before anything is written: the
+    device, the config and the worker count are all checked before the run folder is made.
     """
     device_type = resolve_device(device)
     config = build_run_config(
@@ -86,8 +97,8 @@ def run(
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         return _join(spec, rank=launcher.rank)
-    num_workers = _num_workers(nproc, device_type)
-    run_dir = prepare_run_dir(out)
+    num_workers = _num_workers(nproc, device_type, oversubscribe=oversubscribe)
+    run_dir = prepare_run_dir(out, workers=num_workers)
     spec.run_dir, spec.run_id = str(run_dir), run_dir.name
     return _launch(spec, num_workers=num_workers)
 
@@ -109,15 +120,42 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def _num_workers(nproc: int | None, device_type: str) -> int:
+def _num_workers(nproc: int | None, device_type: str, *, oversubscribe: bool = False) -> int:
     if nproc is not None and nproc < 1:
         raise ConfigError(f"--nproc must be at least 1, got {nproc}")
     if device_type == "cpu":
+        if nproc is not None:
+            _check_cpu_workers(nproc, oversubscribe=oversubscribe)
         return nproc or 2
     count = torch.cuda.device_count()
     if nproc is not None and nproc > count:
         raise ConfigError(f"--nproc {nproc}: only {count} GPU(s) visible on this machine")
     return nproc or count
+
+
+def _available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask, else the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _check_cpu_workers(nproc: int, *, oversubscribe: bool) -> None:
+    """At most one CPU worker per core; ``--oversubscribe``: up to 4x the cores, at most 256."""
+    cores = _available_cores()
+    cap = min(OVERSUBSCRIBE_FACTOR * cores, OVERSUBSCRIBE_MAX)
+    if nproc <= cores or (oversubscribe and nproc <= cap):
+        return
+    rule = f"{OVERSUBSCRIBE_FACTOR}x the cores, at most {OVERSUBSCRIBE_MAX}"
+    if oversubscribe:
+        raise ConfigError(
+            f"--nproc {nproc}: --oversubscribe allows at most {cap} CPU workers here ({rule})"
+        )
+    raise ConfigError(
+        f"--nproc {nproc}: more CPU workers than the {cores} CPU core(s) this process may use; "
+        f"--oversubscribe allows up to {cap} ({rule})"
+    )
 
 
 # ----------------------------------------------------------------------------- self-launched
@@ -133,14 +171,23 @@ def _launch(spec: RunSpec, *, num_workers: int) -> RunOutcome:
         )
     except (KeyboardInterrupt, SignalException):  # Ctrl-C, SIGTERM: keep what the ranks wrote
         interrupted = True
-    results = finalize(
-        spec,
-        records=read_records(run_dir),
-        failures=failures,
-        world_size=num_workers,
-        interrupted=interrupted,
-    )
+    try:
+        results = finalize(
+            spec,
+            records=read_records(run_dir),
+            failures=failures,
+            world_size=num_workers,
+            interrupted=interrupted,
+        )
+    except ResultsWriteError as exc:  # a full or failing disk: the results live on in memory
+        return _unwritten(exc, run_dir)
     return RunOutcome(results=results, run_dir=run_dir, exit_code=exit_code_for(results))
+
+
+def _unwritten(exc: ResultsWriteError, run_dir: Path) -> RunOutcome:
+    return RunOutcome(
+        results=exc.results, run_dir=run_dir, exit_code=EXIT_RUN_ERROR, error=str(exc)
+    )
 
 
 # ----------------------------------------------------------------------------- joined
@@ -149,7 +196,10 @@ def _launch(spec: RunSpec, *, num_workers: int) -> RunOutcome:
 def _join(spec: RunSpec, *, rank: int) -> RunOutcome:
     """This process is one rank of a launcher's run: the same per-rank loop as a spawned worker,
     with rank 0 gathering records and writing results.json as it goes."""
-    worker_main(spec)
+    try:
+        worker_main(spec)
+    except ResultsWriteError as exc:  # rank 0 could not write the final results.json
+        return _unwritten(exc, Path(spec.run_dir))
     run_dir = Path(spec.run_dir)
     if rank != 0:
         return RunOutcome(results=None, run_dir=run_dir, exit_code=EXIT_OK)

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 from clusterbench.config import ConfigError, RunConfig
+from clusterbench.units import format_bytes
 
 __all__ = [
     "EXIT_FAIL_FINDING",
     "EXIT_OK",
     "EXIT_RUN_ERROR",
     "EXIT_USAGE",
+    "MIN_FREE_BYTES",
+    "MIN_FREE_BYTES_PER_WORKER",
     "RunSpec",
     "default_run_dir",
+    "min_free_bytes",
     "now_utc",
     "prepare_run_dir",
 ]
@@ -62,11 +67,28 @@ def default_run_dir() -> Path:
     return Path("clusterbench-runs") / f"{stamp}-{socket.gethostname()}"
 
 
-def prepare_run_dir(out: Path | str | None) -> Path:
-    """Create the run folder; refuse one that already holds a run or cannot be written."""
+MIN_FREE_BYTES = 1 << 20
+"""Free space a run folder needs at least, besides :data:`MIN_FREE_BYTES_PER_WORKER`."""
+MIN_FREE_BYTES_PER_WORKER = 64 << 10
+"""Free space each worker's rank file, flight record and logs need at least.
+
+The floor is far below what a run writes (the CPU quick suite on 2 workers writes ~650 KiB, a
+GPU suite more): it catches only a folder that is obviously too small to hold a run.
+"""
+
+
+def min_free_bytes(workers: int) -> int:
+    """The free space under ``--out`` below which a run of ``workers`` ranks is refused."""
+    return MIN_FREE_BYTES + MIN_FREE_BYTES_PER_WORKER * max(1, workers)
+
+
+def prepare_run_dir(out: Path | str | None, *, workers: int = 1) -> Path:
+    """Create the run folder; refuse one that already holds a run, cannot be written or lies
+    on a disk with less than :func:`min_free_bytes` free (then nothing is created)."""
     run_dir = Path(out) if out is not None else default_run_dir()
     if (run_dir / "results.json").exists() or (run_dir / "ranks").exists():
         raise ConfigError(f"--out {run_dir}: already holds a run; choose another folder")
+    _check_free_space(run_dir, workers)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         probe = run_dir / ".write-test"
@@ -75,3 +97,20 @@ def prepare_run_dir(out: Path | str | None) -> Path:
     except OSError as exc:
         raise ConfigError(f"--out {run_dir}: cannot write there ({exc.strerror})") from None
     return run_dir
+
+
+def _check_free_space(run_dir: Path, workers: int) -> None:
+    existing = run_dir.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        free = shutil.disk_usage(existing).free
+    except OSError:
+        return  # not a folder we can look at: the write test below says why
+    need = min_free_bytes(workers)
+    if free < need:
+        raise ConfigError(
+            f"--out {run_dir}: only {format_bytes(free)} free on {existing}; a run of "
+            f"{workers} worker(s) needs at least {format_bytes(need)} "
+            f"({format_bytes(MIN_FREE_BYTES)} + {format_bytes(MIN_FREE_BYTES_PER_WORKER)} a worker)"
+        )

@@ -66,6 +66,12 @@ class Thresholds:
     """A device this many scaled MADs below its peers is an outlier -> fail."""
     outlier_min_rel: float = 0.05
     """...and at least this fraction below the peers' median (no alarms on tiny spreads)."""
+    outlier_spread_sigmas: float = 3.0
+    """...and worse than the peers' median by more than this many of the measurements' own
+    repeat spreads: the factor ``exp(N x sqrt(s_own^2 + s_peers^2))``, ``s = sqrt(ln(1 + CV^2))``
+    of the CV of its repeats (at least the peers') and of the peers' pooled CV, ``sqrt(mean
+    CV^2)``: no alarm on a gap inside the noise.  Measurements without repeats are judged by
+    the two limits above.  Applies to ``outlier.*`` and the slow node pairs."""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -49,7 +49,9 @@ def test_quick_suite_on_two_cpu_workers(tmp_path: Path) -> None:
     assert best and all(m.value > 0 and m.params["dtype"] for m in best)
     assert (out / "summary.md").read_text().startswith("#")
     assert sorted(p.name for p in (out / "ranks").iterdir()) == [
+        "rank-00000.flight.json",
         "rank-00000.jsonl",
+        "rank-00001.flight.json",
         "rank-00001.jsonl",
     ]
     # the exit code follows the findings: 1 exactly when one of them is a fail

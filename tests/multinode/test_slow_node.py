@@ -20,9 +20,9 @@ ARGS = [
     "--only", "collectives,network",
     "--set", "collectives.ops=all_reduce", "--set", "collectives.groups=world,node_pairs",
     "--set", "collectives.min_bytes=1048576", "--set", "collectives.max_bytes=1048576",
-    "--set", "collectives.modes=back_to_back", "--set", "collectives.iters=3",
+    "--set", "collectives.modes=back_to_back,blocking", "--set", "collectives.iters=3",
     "--set", "collectives.warmup=1",
-    "--set", "network.duration_s=1", "--set", "network.streams=2",
+    "--set", "network.duration_s=2", "--set", "network.streams=2",
     "--set", "network.latency_round_trips=50",
 ]  # fmt: skip
 
@@ -58,6 +58,9 @@ def test_findings_name_the_slow_node(slow_node_results: object) -> None:
     slow = [f for f in results.findings if f.id == "collectives.slow_node_pair"]  # type: ignore[attr-defined]
     assert slow and all(f.severity == "fail" for f in slow)
     assert "node2" in slow[0].message and "node0" not in slow[0].scope
+    # judged against the repeats' spread (blocking timings), listing only the pairs that are out
+    assert slow[0].evidence["healthy_cv"] is not None
+    assert set(slow[0].evidence["slow_pairs"]) == {"node0-node2", "node1-node2"}
     tcp = {
         (m.params["src_host"], m.params["dst_host"]): m.value
         for m in results.measurements  # type: ignore[attr-defined]
@@ -68,3 +71,6 @@ def test_findings_name_the_slow_node(slow_node_results: object) -> None:
     net = [f for f in results.findings if f.id == "network.slow_node_pair"]  # type: ignore[attr-defined]
     assert [(f.severity, f.scope) for f in net] == [("fail", "host:node2")], net
     assert "0.0 Gb/s" not in net[0].message
+    assert net[0].evidence["healthy_cv"] is not None  # iperf3's intervals
+    shaped = {"node0->node2", "node1->node2", "node2->node0", "node2->node1"}
+    assert set(net[0].evidence["slow_pairs"]) == shaped, net[0].evidence

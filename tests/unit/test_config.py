@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -71,7 +72,31 @@ def test_only_and_skip() -> None:
         ({"sets": ["thresholds.gemm_min_efficiency=-1"]}, "gemm_min_efficiency must be positive"),
         ({"sets": ["gemm"]}, "expected SECTION.KEY=VALUE"),
         ({"sets": ["nosuch.x=1"]}, "unknown benchmark 'nosuch'"),
-        ({"timeout_s": 0}, "timeout must be positive"),
+        ({"timeout_s": 0}, "--timeout must be a positive number of seconds, got 0"),
+        ({"timeout_s": -1.0}, "--timeout must be a positive number"),
+        ({"timeout_s": float("nan")}, "--timeout must be a positive number of seconds, got nan"),
+        ({"timeout_s": float("inf")}, "--timeout must be a positive number of seconds, got inf"),
+        # NaN and infinity are refused in every number, whatever the class's own checks
+        ({"sets": ["gemm.warmup_min_s=nan"]}, "gemm.warmup_min_s: must be a finite number"),
+        ({"sets": ["gemm.warmup_min_s=inf"]}, "gemm.warmup_min_s: must be a finite number"),
+        ({"sets": ["thresholds.outlier_mads=nan"]}, "outlier_mads: must be a finite number"),
+        ({"sets": ["thresholds.mfu_min=-inf"]}, "mfu_min: must be a finite number"),
+        ({"sets": ["selftest.sleep_s=inf"]}, "selftest.sleep_s: must be a finite number"),
+        ({"sets": ["collectives.graph_max_bytes=-1"]}, "graph_max_bytes must be >= 0"),
+        ({"sets": ["selftest.fail_rank=-2"]}, "fail_rank must be a rank or -1"),
+        ({"sets": ["attribution.delay_rank=-2"]}, "delay_rank must be a rank or -1"),
+        # settings of benchmarks the (quick) suite does not run are checked all the same
+        ({"sets": ["training.model=nope"]}, "training.model: input should be 'tiny'"),
+        ({"sets": ["training.batch_size=0"]}, "training.batch_size: batch_size must be >= 1"),
+        ({"sets": ["network.duration_s=nan"]}, "network.duration_s: must be a finite number"),
+        ({"sets": ["attribution.active=0"]}, "attribution.active: active must be >= 1"),
+        ({"only": ["gemm"], "skip": ["gemm"]}, "--only and --skip both name gemm"),
+        ({"only": ["gemm", "memory"], "skip": ["memory"]}, "--only and --skip both name memory"),
+        (
+            {"skip": ["doctor", "gemm", "memory", "transfer", "collectives"]},
+            "nothing to run: --skip leaves no benchmark of the quick suite",
+        ),
+        ({"only": ["transfer"]}, "nothing to run: no cpu form of transfer"),
     ],
 )
 def test_bad_values_are_one_clear_error(kwargs: dict[str, object], text: str) -> None:
@@ -97,6 +122,64 @@ def test_malformed_and_unknown_toml(tmp_path: Path) -> None:
         build_run_config(device_type="cpu", config_file=wrong_type)
     with pytest.raises(ConfigError, match="not found"):
         build_run_config(device_type="cpu", config_file=tmp_path / "missing.toml")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("timeout_s = nan\n", "c.toml: timeout_s: must be a finite number (got nan)"),
+        ("timeout_s = inf\n", "c.toml: timeout_s: must be a finite number (got inf)"),
+        ("timeout_s = -1\n", "c.toml: timeout_s must be a positive number of seconds, got -1"),
+        ("[gemm]\nwarmup_min_s = inf\n", "c.toml: gemm.warmup_min_s: must be a finite number"),
+        ("[thresholds]\noutlier_mads = nan\n", "thresholds.outlier_mads: must be a finite"),
+        ("[gemm]\nrepeats = -3\n", "c.toml: gemm.repeats: repeats must be >= 1"),
+        # sections of benchmarks the quick suite does not run
+        ("[training]\nnosuchkey = 1\n", "c.toml: training.nosuchkey: unknown key"),
+        ("[training]\nworld_sizes = [0]\n", "c.toml: training.world_sizes"),
+        ("[checkpoint]\nrepeats = 0\n", "c.toml: checkpoint.repeats: repeats must be >= 1"),
+        ('only = ["gemm"]\nskip = ["gemm"]\n', "--only and --skip both name gemm"),
+    ],
+)
+def test_every_section_and_number_of_a_file_is_checked(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        build_run_config(device_type="cpu", config_file=path)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_file_of_random_bytes_is_not_a_utf8_toml_file(tmp_path: Path) -> None:
+    data = random.Random(0).randbytes(4096)
+    with pytest.raises(UnicodeDecodeError):
+        data.decode("utf-8")  # the file is what the test says it is
+    path = tmp_path / "noise.toml"
+    path.write_bytes(data)
+    with pytest.raises(ConfigError) as info:
+        build_run_config(device_type="cpu", config_file=path)
+    assert str(info.value) == f"{path}: not a UTF-8 TOML file"
+
+
+def test_a_setting_the_selected_attribution_takes_from_training_is_checked_there() -> None:
+    # attribution alone may profile its own models, which training does not run ...
+    cfg = build_run_config(
+        device_type="cpu", only=["attribution"], sets=["training.model=comm_heavy"]
+    )
+    assert cfg.benchmarks["attribution"].model == "comm_heavy" and "training" not in cfg.benchmarks
+    # ... but a key training does not have is not passed on, it is refused
+    with pytest.raises(ConfigError, match=r"training\.active: unknown key"):
+        build_run_config(device_type="cpu", only=["attribution"], sets=["training.active=2"])
+    # and a training setting attribution does not take over (it has its own) is checked too
+    with pytest.raises(ConfigError, match=r"training\.batch_size: batch_size must be >= 1"):
+        build_run_config(
+            device_type="cpu",
+            only=["attribution"],
+            sets=["attribution.batch_size=5", "training.batch_size=0"],
+        )
+    # unselected benchmarks given settings are checked, then dropped
+    cfg = build_run_config(device_type="cpu", sets=["training.batch_size=3", "selftest.sleep_s=1"])
+    assert list(cfg.benchmarks) == ["doctor", "gemm", "memory", "transfer", "collectives"]
 
 
 def test_training_settings_also_describe_the_attribution_workload() -> None:

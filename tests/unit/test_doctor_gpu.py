@@ -110,6 +110,30 @@ def test_no_nvlink_at_all_fails_and_unknown_skus_are_skipped() -> None:
     assert nvlink_p2p.check_nvlinks(_src(host=host)) == []
 
 
+@pytest.mark.parametrize("active", [0, 12])
+def test_inactive_nvlinks_of_the_only_visible_gpu_are_information(active: int) -> None:
+    # one H200 of a board passed through to a VM: its links lead to GPUs it cannot see
+    [found] = nvlink_p2p.check_nvlinks(_src(host=_host(nvlinks=(active,))))
+    assert (found.id, found.severity, found.scope) == (
+        "doctor.nvlink.inactive",
+        "info",
+        "host:n0/cuda:0",
+    )
+    assert f"{18 - active} of 18 NVLinks inactive" in found.message
+    assert "one visible GPU" in found.message and "costs nothing here" in found.message
+    assert "cut" not in found.message
+    assert found.evidence["active"] == active and found.evidence["visible_gpus"] == 1
+    assert nvlink_p2p.check_nvlinks(_src(host=_host(nvlinks=(18,)))) == []
+
+
+def test_inactive_nvlinks_with_a_second_gpu_still_warn_or_fail() -> None:
+    found = nvlink_p2p.check_nvlinks(_src(host=_host(nvlinks=(0, 0))))
+    assert [f.severity for f in found] == ["fail", "fail"]
+    found = nvlink_p2p.check_nvlinks(_src(host=_host(nvlinks=(12, 18, 18, 18))))
+    assert [(f.severity, f.scope) for f in found] == [("warn", "host:n0/cuda:0")]
+    assert "6 of 18 NVLinks inactive: GPU-to-GPU bandwidth is cut" in found[0].message
+
+
 def _topology(label: str, p2p: bool) -> Topology:
     return Topology(
         devices=["GPU0", "GPU1"],

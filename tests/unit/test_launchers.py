@@ -7,6 +7,7 @@ import shlex
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -15,6 +16,7 @@ from typer.testing import CliRunner
 from clusterbench.cli import app
 from clusterbench.launchers import (
     DEFAULT_IMAGE,
+    RESULTS_MOUNT,
     LaunchSpec,
     k8s_manifest,
     mpi_command,
@@ -143,6 +145,80 @@ def test_k8s_manifest_yaml_writes_both_templates_in_full() -> None:
     assert not any(isinstance(e, yaml.AliasEvent) or getattr(e, "anchor", None) for e in events)
 
 
+def _pods(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        role: replica["template"]["spec"]
+        for role, replica in manifest["spec"]["pytorchReplicaSpecs"].items()
+    }
+
+
+@pytest.mark.parametrize(
+    ("option", "volume"),
+    [
+        (
+            {"results_pvc": "bench-results"},
+            {"name": "results", "persistentVolumeClaim": {"claimName": "bench-results"}},
+        ),
+        (
+            {"results_host_path": "/data/clusterbench"},
+            {
+                "name": "results",
+                "hostPath": {"path": "/data/clusterbench", "type": "DirectoryOrCreate"},
+            },
+        ),
+    ],
+)
+def test_k8s_results_volume_is_mounted_and_out_points_into_it(
+    option: dict[str, str], volume: dict[str, Any]
+) -> None:
+    spec = LaunchSpec(
+        nodes=3, gpus_per_node=8, name="llama-bench", run_args=SPEC.run_args, **option
+    )
+    text = k8s_manifest(spec)
+    pods = _pods(yaml.safe_load(text))
+    assert list(pods) == ["Master", "Worker"]
+    dshm = {"name": "dshm", "emptyDir": {"medium": "Memory"}}
+    # the Master pod (rank 0 writes the run folder there) has the volume; the Workers, whose
+    # ranks only make the same path, an empty folder (a ReadWriteOnce claim attaches to one node)
+    assert pods["Master"]["volumes"] == [dshm, volume]
+    assert pods["Worker"]["volumes"] == [dshm, {"name": "results", "emptyDir": {}}]
+    for pod in pods.values():
+        (container,) = pod["containers"]
+        assert container["volumeMounts"] == [
+            {"name": "dshm", "mountPath": "/dev/shm"},
+            {"name": "results", "mountPath": "/results"},
+        ]
+        run = container["args"][container["args"].index("-m") + 1 :]
+        assert run == [
+            *("clusterbench", "run", "--suite", "quick", "--out", "/results/llama-bench"),
+            *("--only", "network"),
+        ]
+    # the printed text says where the results land; JSON (no comments) is the same manifest
+    assert text.startswith("# results land in /results/llama-bench in the Master pod: ")
+    assert yaml.safe_load(text) == json.loads(k8s_manifest(spec, fmt="json"))
+
+
+def test_k8s_results_volume_keeps_an_out_given_under_it() -> None:
+    out = f"{RESULTS_MOUNT}/nightly/run-7"
+    for run_args in (("--out", out), (f"--out={out}",)):
+        spec = LaunchSpec(nodes=1, gpus_per_node=2, results_pvc="r", run_args=run_args)
+        (container,) = _pods(yaml.safe_load(k8s_manifest(spec)))["Master"]["containers"]
+        assert container["args"][-len(run_args) :] == list(run_args)
+        assert container["args"].count("--out") + container["args"].count(f"--out={out}") == 1
+        assert spec.run_out() == out
+    with pytest.raises(ValueError, match="outside the results volume mounted at /results"):
+        LaunchSpec(nodes=1, gpus_per_node=2, results_pvc="r", run_args=("--out", "runs/a"))
+
+
+def test_k8s_without_a_results_volume_says_results_vanish_with_the_pod() -> None:
+    text = k8s_manifest(SPEC)
+    assert text.startswith("# results stay inside the Master pod (clusterbench-runs/")
+    assert "vanish with it" in text.splitlines()[0]
+    for pod in _pods(yaml.safe_load(text)).values():
+        assert [v["name"] for v in pod["volumes"]] == ["dshm"]
+        assert "--out" not in pod["containers"][0]["args"]
+
+
 def test_to_yaml_round_trips_odd_values_in_order() -> None:
     odd = {
         "z": ["x: y", "#z", "", 'q"', "8", "yes", "null", "ünï", "a " * 60],
@@ -161,6 +237,12 @@ def test_spec_checks() -> None:
         LaunchSpec(nodes=1, gpus_per_node=0)
     with pytest.raises(ValueError, match="--name"):
         LaunchSpec(nodes=1, gpus_per_node=1, name="Bad_Name")
+    with pytest.raises(ValueError, match="--results-pvc must be"):
+        LaunchSpec(nodes=1, gpus_per_node=1, results_pvc="Bad_Name")
+    with pytest.raises(ValueError, match="--results-host-path must be an absolute path"):
+        LaunchSpec(nodes=1, gpus_per_node=1, results_host_path="data/runs")
+    with pytest.raises(ValueError, match="--results-host-path must be an absolute path"):
+        LaunchSpec(nodes=1, gpus_per_node=1, results_host_path="/data/../etc")
 
 
 def test_cli_launch_slurm_and_out_file(tmp_path: Path) -> None:
@@ -190,6 +272,24 @@ def test_cli_launch_slurm_and_out_file(tmp_path: Path) -> None:
         (["--slurm", "--nodes", "2", "--gpus-per-node", "8", "--suite", "huge"], "unknown suite"),
         (["--k8s", "--nodes", "2", "--gpus-per-node", "8", "--format", "xml"], "--format"),
         (["--mpi", "--nodes", "2", "--gpus-per-node", "8", "--env", "NOEQUALS"], "KEY=VALUE"),
+        (
+            [
+                *("--k8s", "--nodes", "2", "--gpus-per-node", "8"),
+                *("--results-pvc", "r", "--results-host-path", "/data"),
+            ],
+            "--results-pvc and --results-host-path: choose one",
+        ),
+        (
+            ["--slurm", "--nodes", "2", "--gpus-per-node", "8", "--results-pvc", "r"],
+            "apply to --k8s only",
+        ),
+        (
+            [
+                *("--k8s", "--nodes", "2", "--gpus-per-node", "8", "--results-pvc", "r"),
+                *("--", "--out", "runs/a"),
+            ],
+            "--out runs/a: outside the results volume",
+        ),
     ],
 )
 def test_cli_bad_input_is_one_line_exit_2(args: list[str], text: str) -> None:
@@ -197,3 +297,27 @@ def test_cli_bad_input_is_one_line_exit_2(args: list[str], text: str) -> None:
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("clusterbench: error:") and text in lines[0]
+
+
+def test_cli_launch_k8s_says_on_stderr_where_results_land(tmp_path: Path) -> None:
+    base = ["launch", "--k8s", "--nodes", "2", "--gpus-per-node", "8"]
+    result = runner.invoke(app, base)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        "clusterbench: note: results stay inside the Master pod (clusterbench-runs/<UTC time>-"
+        "<host> under its working folder) and vanish with it; add --results-pvc NAME or "
+        "--results-host-path PATH to keep them"
+    ]
+    out = tmp_path / "job.json"
+    args = [*base, "--results-host-path", "/data/cb", "--format", "json", "--out", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        f"wrote {out}",
+        "clusterbench: note: results land in /results/clusterbench in the Master pod: "
+        "/data/cb/clusterbench on the node that runs it (hostPath /data/cb), mounted at /results",
+    ]
+    master = _pods(json.loads(out.read_text(encoding="utf-8")))["Master"]
+    assert master["volumes"][-1]["hostPath"]["path"] == "/data/cb"
+    result = runner.invoke(app, ["launch", "--torchrun", "--nodes", "2", "--gpus-per-node", "8"])
+    assert result.exit_code == 0 and result.stderr == ""

@@ -7,13 +7,28 @@ import math
 
 import pytest
 
+from clusterbench.analysis import run_findings
 from clusterbench.analysis.outliers import (
     _SKIP_BENCHMARKS,
+    log_spread,
+    noise_limit,
     peer_outliers,
+    pooled_cv,
+    repeat_cv,
     robust_zscores,
 )
 from clusterbench.metrics import better_direction, declared_sets
-from clusterbench.schema import Finding, Measurement, ParamValue, Reference
+from clusterbench.schema import (
+    Finding,
+    Measurement,
+    ParamValue,
+    Reference,
+    Results,
+    RunInfo,
+    Stats,
+    ToolInfo,
+)
+from clusterbench.thresholds import Thresholds
 
 MADS, MIN_REL = 3.0, 0.05
 
@@ -250,3 +265,96 @@ def test_undeclared_metric_falls_back_to_the_unit_rule() -> None:
     values[2] = 600.0
     kw = {"benchmark": "custom", "metric": "img_per_s", "unit": "img/s", "params": {}}
     assert [f.scope for f in outliers(gpus(values, **kw))] == ["host:h1/cuda:2"]
+
+
+# --- judged against the noise of the repeats ----------------------------------------------------
+
+
+def with_cv(m: Measurement, cv: float, samples: int = 5) -> Measurement:
+    v = m.value
+    low, high = v * max(0.05, 1 - 2 * cv), v * (1 + 2 * cv)
+    stats = Stats(samples=samples, median=v, min=low, max=high, mean=v, cv=cv)
+    return m.model_copy(update={"stats": stats})
+
+
+def test_log_spread_and_noise_limit_known_values() -> None:
+    assert log_spread(0.0) == 0.0
+    assert log_spread(0.3) == pytest.approx(math.sqrt(math.log(1.09)))
+    assert log_spread(0.01) == pytest.approx(0.01, rel=1e-4)  # ~cv for small spreads
+    # 3 x sqrt(2 x ln(1.09)): a member with the peers' 30% spread must be 3.47x worse
+    assert math.exp(noise_limit(0.3, 0.3, sigmas=3.0)) == pytest.approx(3.47, abs=0.01)
+    assert noise_limit(None, 0.3, sigmas=3.0) == noise_limit(0.3, 0.3, sigmas=3.0)
+    assert noise_limit(0.3, None, sigmas=3.0) == 0.0  # no spread known: not applied
+    assert noise_limit(0.1, 0.3, sigmas=3.0) == noise_limit(0.3, 0.3, sigmas=3.0)  # at least
+    assert pooled_cv([None, 0.1, 0.4, 0.2]) == pytest.approx(math.sqrt(0.07))  # sqrt(mean cv^2)
+    assert pooled_cv([None]) is None
+
+
+def test_repeat_cv_needs_two_repeats() -> None:
+    m = meas(800.0, device="cuda:0")
+    assert repeat_cv(m) is None
+    assert repeat_cv(with_cv(m, 0.02)) == 0.02
+    assert repeat_cv(with_cv(m, 0.0, samples=1)) is None  # back-to-back: one timing
+
+
+# Memory copy bandwidth of an unshaped 3-node run (one CPU rank per simulated node, all on one
+# 2-core machine, tests/multinode): node0 was descheduled during its repeats.
+NETNS_MEMORY = [("node0", 14.738, 0.194), ("node1", 24.972, 0.012), ("node2", 26.532, 0.033)]
+
+
+def _netns_memory(*, stats: bool) -> list[Measurement]:
+    out = []
+    for host, value, cv in NETNS_MEMORY:
+        m = meas(value, device="cpu:0", host=host, benchmark="memory", metric="bandwidth",
+                 unit="GB/s", params={"op": "copy", "size_bytes": 2**27})  # fmt: skip
+        out.append(with_cv(m, cv) if stats else m)
+    return out
+
+
+def test_a_gap_inside_the_repeats_noise_is_no_outlier() -> None:
+    assert outliers(_netns_memory(stats=True)) == []
+    # without the repeats' spread the same values fail: the spread is what clears them
+    blind = outliers(_netns_memory(stats=False))
+    assert [(f.id, f.severity, f.scope) for f in blind] == [
+        ("outlier.memory.bandwidth", "fail", "host:node0/cpu:0")
+    ]
+
+
+def test_steady_repeats_keep_a_20_percent_slow_gpu_a_fail() -> None:
+    values = list(JITTER)
+    values[5] = 640.0
+    ms = [with_cv(m, 0.005, samples=30) for m in gpus(values)]
+    findings = outliers(ms)
+    assert [(f.severity, f.scope) for f in findings] == [("fail", "host:h1/cuda:5")]
+    assert "beyond the noise of the repeats (CV 0.5%, peers' pooled CV 0.5%)" in findings[0].message
+    assert findings[0].evidence["repeat_cv"] == 0.005
+    assert findings[0].evidence["noise_factor"] == pytest.approx(math.exp(3 * math.hypot(
+        log_spread(0.005), log_spread(0.005))), rel=1e-3)  # fmt: skip
+
+
+def test_erratic_repeats_do_not_hide_a_device_100_times_slower() -> None:
+    ms = [with_cv(m, 0.3) for m in gpus([800.0, 790.0, 805.0, 8.0])]
+    ms[3] = with_cv(ms[3], 0.9)
+    assert [f.scope for f in outliers(ms)] == ["host:h1/cuda:3"]
+    # ...but one 2x slower is inside 30% repeats of its peers and 90% of its own
+    ms[3] = with_cv(meas(400.0, device="cuda:3"), 0.9)
+    assert outliers(ms) == []
+
+
+def test_noise_band_for_times_is_a_factor_above_the_median() -> None:
+    kw = {"benchmark": "collective", "metric": "latency", "unit": "us", "params": {}}
+    slow = [10.0, 10.1, 9.9, 10.0, 15.0, 10.05]
+    noisy = [with_cv(m, 0.2) for m in gpus(slow, **kw)]  # 1.5x: inside 3 x 20% spreads
+    assert outliers(noisy) == []
+    steady = [with_cv(m, 0.02) for m in gpus(slow, **kw)]
+    assert [f.scope for f in outliers(steady)] == ["host:h1/cuda:4"]
+
+
+def test_spread_sigmas_is_the_threshold_applied() -> None:
+    run = RunInfo(id="r", started="t", suite="quick", world_size=3, num_nodes=3, backend="gloo",
+                  command="c")  # fmt: skip
+    results = Results(tool=ToolInfo(version="0"), run=run, measurements=_netns_memory(stats=True))
+    ids = [f.id for f in run_findings(results, Thresholds())]
+    assert "outlier.memory.bandwidth" not in ids
+    tight = run_findings(results, Thresholds(outlier_spread_sigmas=0.5))
+    assert "outlier.memory.bandwidth" in [f.id for f in tight]

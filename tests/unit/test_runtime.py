@@ -152,7 +152,8 @@ def test_assemble_names_the_culprit_not_the_waiter(tmp_path: Path) -> None:
     assert res.run.num_nodes == 2
     assert res.errors[0].rank == 1 and res.errors[0].host == "h1"
     assert "was killed by SIGKILL during b" in res.errors[0].message
-    assert res.errors[1].rank == 0 and "waiting for other ranks" in res.errors[1].message
+    assert res.errors[1].rank == 0 and "was waiting for rank 1 in b" in res.errors[1].message
+    assert res.errors[0].message.endswith("; waiting for it: rank 0 (host h0)")
     assert {m.rank for m in res.measurements} == {0, 1}
 
 

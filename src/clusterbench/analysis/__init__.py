@@ -24,6 +24,9 @@ def run_findings(results: Results, thresholds: Thresholds) -> list[Finding]:
         *hosts.findings(results, thresholds),
         *nccl_findings(results),
         *peer_outliers(
-            results.measurements, mads=thresholds.outlier_mads, min_rel=thresholds.outlier_min_rel
+            results.measurements,
+            mads=thresholds.outlier_mads,
+            min_rel=thresholds.outlier_min_rel,
+            sigmas=thresholds.outlier_spread_sigmas,
         ),
     ]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clusterbench.analysis.node_pairs import slow_node_pairs, slow_pair_finding
+from clusterbench.analysis.outliers import SPREAD_SIGMAS, pooled_cv, repeat_cv
 from clusterbench.benchmarks.collectives import CollectivesMetrics
 from clusterbench.schema import Finding, HostInfo, Measurement, Results
 from clusterbench.thresholds import Thresholds
@@ -37,7 +38,10 @@ def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
         *wrong_result_findings(results),
         *low_busbw_findings(results, min_efficiency=thresholds.busbw_min_efficiency),
         *node_pair_findings(
-            results, mads=thresholds.outlier_mads, min_rel=thresholds.outlier_min_rel
+            results,
+            mads=thresholds.outlier_mads,
+            min_rel=thresholds.outlier_min_rel,
+            sigmas=thresholds.outlier_spread_sigmas,
         ),
     ]
 
@@ -213,22 +217,36 @@ _PAIR_FIX = (
 )
 
 
-def node_pair_findings(results: Results, *, mads: float, min_rel: float) -> list[Finding]:
+def node_pair_findings(
+    results: Results, *, mads: float, min_rel: float, sigmas: float = SPREAD_SIGMAS
+) -> list[Finding]:
     """Per op, node pairs whose busbw falls behind the others -> fail, naming the common node
-    (scored by :func:`~clusterbench.analysis.node_pairs.slow_node_pairs`)."""
+    (scored by :func:`~clusterbench.analysis.node_pairs.slow_node_pairs`).
+
+    A pair's spread is the CV of its repeats at that op and size: back-to-back timing is one
+    sample, so the blocking (or graph) timing of the same pair, op and size stands in for it."""
     pairs = [
         m
         for m in CollectivesMetrics.busbw.select(results)
         if m.params.get("group_kind") == "node_pairs" and m.params.get("hosts")
     ]
+    siblings: dict[tuple[Any, ...], list[float | None]] = defaultdict(list)
+    for m in pairs:
+        siblings[_pair_key(m)].append(repeat_cv(m))
     by_op: dict[tuple[Any, Any], dict[tuple[str, str], float]] = defaultdict(dict)
+    spread: dict[tuple[Any, Any], dict[tuple[str, str], float | None]] = defaultdict(dict)
     for m in _largest(pairs).values():
         hosts = str(m.params.get("hosts")).split(",")
         if len(hosts) == 2:
-            by_op[(m.params.get("op"), m.params.get("dtype"))][(hosts[0], hosts[1])] = m.value
+            key, pair = (m.params.get("op"), m.params.get("dtype")), (hosts[0], hosts[1])
+            by_op[key][pair] = m.value
+            own = repeat_cv(m)
+            spread[key][pair] = own if own is not None else pooled_cv(siblings[_pair_key(m)])
     out = []
-    for (op, _), pair_value in by_op.items():
-        found = slow_node_pairs(pair_value, mads=mads, min_rel=min_rel)
+    for (op, dtype), pair_value in by_op.items():
+        found = slow_node_pairs(
+            pair_value, mads=mads, min_rel=min_rel, spread=spread[(op, dtype)], sigmas=sigmas
+        )
         if found is not None:
             out.append(
                 slow_pair_finding(
@@ -242,3 +260,8 @@ def node_pair_findings(results: Results, *, mads: float, min_rel: float) -> list
                 )
             )
     return out
+
+
+def _pair_key(m: Measurement) -> tuple[Any, ...]:
+    """What a node pair's timings in different modes share: op, dtype, nodes and size."""
+    return (m.params.get("op"), m.params.get("dtype"), m.params.get("hosts"), _size(m))

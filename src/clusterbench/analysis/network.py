@@ -13,6 +13,7 @@ from typing import Any
 from clusterbench.analysis._common import best_by, ref_value, scope_label
 from clusterbench.analysis.bandwidth_ratio import bandwidth_ratio_findings
 from clusterbench.analysis.node_pairs import slow_node_pairs, slow_pair_finding
+from clusterbench.analysis.outliers import SPREAD_SIGMAS, repeat_cv
 from clusterbench.benchmarks.network import NetworkMetrics
 from clusterbench.hardware.sysfs import RDMA_KINDS
 from clusterbench.metrics import Metric
@@ -71,6 +72,7 @@ def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
             results,
             mads=thresholds.outlier_mads,
             min_rel=thresholds.outlier_min_rel,
+            sigmas=thresholds.outlier_spread_sigmas,
         ),
         *internode_capacity_findings(
             results,
@@ -198,14 +200,22 @@ def rdma_bandwidth_findings(results: Results, *, min_efficiency: float) -> list[
     return out
 
 
-def slow_node_pair_findings(results: Results, *, mads: float, min_rel: float) -> list[Finding]:
+def slow_node_pair_findings(
+    results: Results, *, mads: float, min_rel: float, sigmas: float = SPREAD_SIGMAS
+) -> list[Finding]:
     """Directed node pairs whose TCP throughput or RDMA write bandwidth falls behind the others
     -> fail, naming the common node.  Loopback tests are left out, and TCP pairs are compared
-    only with pairs measured by the same tool (iperf3 and the socket test differ)."""
+    only with pairs measured by the same tool (iperf3 and the socket test differ).  A pair's
+    spread is the CV of its test's intervals (iperf3 reports one a second: a 1-second test has
+    none, and is judged by ``mads`` and ``min_rel`` alone)."""
     out = []
     for metric in (NetworkMetrics.tcp_throughput, NetworkMetrics.rdma_write_bw):
-        for tool, pair_value in _directed_pairs(results, metric=metric).items():
-            found = slow_node_pairs(pair_value, mads=mads, min_rel=min_rel)
+        for tool, pairs in _directed_pairs(results, metric=metric).items():
+            pair_value = {p: m.value for p, m in pairs.items()}
+            spread = {p: repeat_cv(m) for p, m in pairs.items()}
+            found = slow_node_pairs(
+                pair_value, mads=mads, min_rel=min_rel, spread=spread, sigmas=sigmas
+            )
             if found is None:
                 continue
             measured = (
@@ -227,15 +237,18 @@ def slow_node_pair_findings(results: Results, *, mads: float, min_rel: float) ->
     return out
 
 
-def _directed_pairs(results: Results, *, metric: Metric) -> dict[str, dict[tuple[str, str], float]]:
-    """Per tool, the best value of each (src_host, dst_host) pair between two nodes."""
-    by_tool: dict[str, dict[tuple[str, str], float]] = defaultdict(dict)
+def _directed_pairs(
+    results: Results, *, metric: Metric
+) -> dict[str, dict[tuple[str, str], Measurement]]:
+    """Per tool, the best measurement of each (src_host, dst_host) pair between two nodes."""
+    by_tool: dict[str, dict[tuple[str, str], Measurement]] = defaultdict(dict)
     for m in metric.select(results):
         src, dst = str(m.params.get("src_host")), str(m.params.get("dst_host"))
         if m.params.get("loopback") or src == dst:
             continue
         held = by_tool[str(m.params.get("tool") or "")]
-        held[(src, dst)] = max(m.value, held.get((src, dst), m.value))
+        if (src, dst) not in held or m.value > held[(src, dst)].value:
+            held[(src, dst)] = m
     return {tool: dict(sorted(pairs.items())) for tool, pairs in by_tool.items()}
 
 

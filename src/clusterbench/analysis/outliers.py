@@ -1,10 +1,11 @@
 """Peer comparison: the device (or GPU pair) that falls behind its identical peers.
 
 Measurements are grouped by (benchmark, metric, unit, params); within a group every device ran
-the same work, so the peers' median is the reference.  A member is an outlier when it is both
-``mads`` scaled MADs and ``min_rel`` of the median worse than the median: the first rejects
-noise, the second rejects statistically clear but practically tiny gaps (a MAD of near-identical
-GPUs can be minute).
+the same work, so the peers' median is the reference.  A member is an outlier when it is worse
+than the median by all of: ``mads`` scaled MADs (the spread between the peers), ``min_rel`` of
+the median (no alarm on statistically clear but practically tiny gaps: a MAD of near-identical
+GPUs can be minute) and ``sigmas`` times the measurements' own repeat spread (no alarm on a gap
+inside the noise of the repeats, see :func:`noise_limit`).
 
 Groups of fewer than :data:`MIN_PEERS` members are never judged: the MAD of two values is half
 their distance, so each of the two is exactly 0.67 scaled MADs from their median whatever the
@@ -25,19 +26,29 @@ from clusterbench.benchmarks.gemm import GemmMetrics
 from clusterbench.benchmarks.transfer import TransferMetrics
 from clusterbench.metrics import Direction, Metric, direction_of
 from clusterbench.schema import Finding, Measurement, ParamValue
+from clusterbench.thresholds import Thresholds
 
 __all__ = [
     "MIN_PEERS",
     "SCALED_MAD",
+    "SPREAD_SIGMAS",
+    "log_spread",
+    "noise_limit",
+    "outside_noise",
     "peer_outliers",
+    "pooled_cv",
+    "repeat_cv",
     "robust_outliers",
     "robust_zscores",
+    "worse_log_ratio",
 ]
 
 SCALED_MAD = 1.4826
 """MAD x 1.4826 estimates the standard deviation of normal data (Rousseeuw & Croux, 1993)."""
 MIN_PEERS = 3
 """Fewest distinct devices (or pairs) in a group for its outliers to mean anything."""
+SPREAD_SIGMAS = Thresholds().outlier_spread_sigmas
+"""The default of ``sigmas``: how many repeat spreads a member must be worse by."""
 
 K = TypeVar("K", bound=Hashable)
 # selftest's sync_time is time spent waiting at a barrier for the *slowest* rank, so the fastest
@@ -97,12 +108,72 @@ def robust_zscores(values: Sequence[float]) -> list[float]:
     return [_zscore(v - median, scale) for v in values]
 
 
+def repeat_cv(m: Measurement) -> float | None:
+    """A measurement's own spread: the coefficient of variation of its repeats, None with fewer
+    than two repeats (back-to-back timings, a one-interval iperf3 test, no stats)."""
+    stats = m.stats
+    if stats is None or stats.samples < 2 or not math.isfinite(stats.cv) or stats.cv < 0:
+        return None
+    return stats.cv
+
+
+def pooled_cv(cvs: Iterable[float | None]) -> float | None:
+    """The pooled spread of the known CVs, ``sqrt(mean(cv^2))`` (the pooled standard deviation
+    of members with as many repeats each); None when none is known.  Pooling steadies the
+    estimate: two repeats of one member may agree by chance, those of six rarely all do."""
+    known = [cv for cv in cvs if cv is not None]
+    return math.sqrt(statistics.fmean(cv * cv for cv in known)) if known else None
+
+
+def log_spread(cv: float) -> float:
+    """The standard deviation of ``ln(value)`` of a positive measurement whose repeats vary by
+    ``cv``: ``sqrt(ln(1 + cv^2))`` (exact for log-normal noise, ~cv for small cv).  A rate's
+    noise is a factor, so gaps are compared as log ratios: a pair at 1% of the median is as far
+    outside a 30% spread as one at 50% is outside a 5% spread."""
+    return math.sqrt(math.log1p(cv * cv))
+
+
+def noise_limit(own_cv: float | None, peers_cv: float | None, *, sigmas: float) -> float:
+    """The log ratio to the peers' median a member must exceed to be outside the noise of the
+    repeats: ``sigmas x sqrt(s_own^2 + s_peers^2)``, :func:`log_spread` of the member's CV and
+    of the peers' :func:`pooled_cv`.  The member's own spread counts as at least the peers':
+    a member without repeats, or whose few repeats happened to agree, is as noisy as the
+    measurements around it.  0 when no spread is known at all.
+
+    Both spreads are those of one repeat, not of the mean of the repeats (``cv / sqrt(n)``):
+    measurements taken at different times (pairs in turn, ranks sharing cores) differ by about
+    what their own repeats do, not by the far smaller standard error of each mean."""
+    if peers_cv is None:
+        return 0.0
+    own = log_spread(max(own_cv or 0.0, peers_cv))
+    return sigmas * math.hypot(own, log_spread(peers_cv))
+
+
+def worse_log_ratio(value: float, median: float, *, better: Direction) -> float:
+    """How many times worse than ``median`` ``value`` is, as a natural log (<= 0: not worse);
+    ``+inf`` for a rate of 0 or below against a positive median."""
+    if median <= 0:
+        return 0.0
+    if value <= 0:
+        return math.inf if better == "higher" else -math.inf
+    ratio = median / value if better == "higher" else value / median
+    return math.log(ratio)
+
+
 def robust_outliers(
-    values: Mapping[K, float], *, mads: float, min_rel: float, better: Direction
+    values: Mapping[K, float],
+    *,
+    mads: float,
+    min_rel: float,
+    better: Direction,
+    spread: Mapping[K, float | None] | None = None,
+    sigmas: float = SPREAD_SIGMAS,
 ) -> list[K]:
-    """The keys whose value is worse than the median of all by more than ``mads`` scaled MADs
-    and by at least ``min_rel`` of the median; ``better`` says which way is better.  Fewer
-    than :data:`MIN_PEERS` values, or a median of 0, judge nothing."""
+    """The keys whose value is worse than the median of all by more than ``mads`` scaled MADs,
+    by at least ``min_rel`` of the median and, where ``spread`` gives the CV of a key's repeats,
+    by more than :func:`noise_limit` (``sigmas`` spreads, its own and the keys' pooled CV);
+    ``better`` says which way is better.  Fewer than :data:`MIN_PEERS` values, or a median of
+    0, judge nothing."""
     if len(values) < MIN_PEERS:
         return []
     keys = list(values)
@@ -110,12 +181,36 @@ def robust_outliers(
     median = statistics.median(xs)
     if median == 0:
         return []
+    spread = spread or {}
+    peers_cv = pooled_cv(spread.get(k) for k in keys)
     sign = 1.0 if better == "lower" else -1.0  # positive deviations are worse
     return [
         k
         for k, x, z in zip(keys, xs, robust_zscores(xs), strict=True)
-        if sign * z > mads and sign * (x - median) / abs(median) >= min_rel
+        if sign * z > mads
+        and sign * (x - median) / abs(median) >= min_rel
+        and outside_noise(x, median, spread.get(k), peers_cv, better=better, sigmas=sigmas)
     ]
+
+
+def outside_noise(
+    value: float,
+    median: float,
+    own_cv: float | None,
+    peers_cv: float | None,
+    *,
+    better: Direction,
+    sigmas: float,
+) -> bool:
+    """``value`` is worse than ``median`` beyond :func:`noise_limit` (always, when no spread is
+    known: then only the MAD and ``min_rel`` judge)."""
+    limit = noise_limit(own_cv, peers_cv, sigmas=sigmas)
+    return limit == 0 or worse_log_ratio(value, median, better=better) > limit
+
+
+def _noise_factor(own_cv: float | None, peers_cv: float | None, *, sigmas: float) -> float | None:
+    limit = noise_limit(own_cv, peers_cv, sigmas=sigmas)
+    return math.exp(limit) if limit > 0 else None
 
 
 def _zscore(deviation: float, scale: float) -> float:
@@ -139,6 +234,12 @@ class _Outlier:
     scaled_mad: float
     robust_z: float
     num_peers: int
+    repeat_cv: float | None
+    """The CV of the member's own repeats (None: fewer than two)."""
+    peers_cv: float | None
+    """The members' :func:`pooled_cv`."""
+    noise_factor: float | None
+    """How many times worse than the median the noise band reaches (None: no spread known)."""
 
     @property
     def rel_gap(self) -> float:
@@ -146,10 +247,16 @@ class _Outlier:
 
 
 def peer_outliers(
-    measurements: Iterable[Measurement], *, mads: float, min_rel: float
+    measurements: Iterable[Measurement],
+    *,
+    mads: float,
+    min_rel: float,
+    sigmas: float = SPREAD_SIGMAS,
 ) -> list[Finding]:
     """Devices (pairs for p2p) worse than their peers -> fail, one finding per device and metric.
     CPU ranks that share a host are only reported (info): their spread is the OS scheduler's.
+    A member must be worse beyond ``sigmas`` spreads of the repeats (``stats.cv``: its own and
+    the peers' pooled one), :func:`robust_outliers`.
 
     Worse is the side the metric's declaration calls worse (lower for rates, higher for times;
     metrics declared "none" are not compared).  When a device is an outlier in several
@@ -162,7 +269,9 @@ def peer_outliers(
         if m.benchmark not in _SKIP_BENCHMARKS and direction_of(m) is not None:
             groups[_group_key(m)].append(m)
     outliers = [
-        o for group in groups.values() for o in _group_outliers(group, mads=mads, min_rel=min_rel)
+        o
+        for group in groups.values()
+        for o in _group_outliers(group, mads=mads, min_rel=min_rel, sigmas=sigmas)
     ]
     return _collapse(outliers, shared=shared_cpu_hosts(measurements))
 
@@ -188,19 +297,25 @@ def _member(m: Measurement) -> tuple[str, str]:
     return (m.host, m.device)
 
 
-def _group_outliers(group: list[Measurement], *, mads: float, min_rel: float) -> list[_Outlier]:
-    per_member: dict[tuple[str, str], list[float]] = defaultdict(list)
+def _group_outliers(
+    group: list[Measurement], *, mads: float, min_rel: float, sigmas: float
+) -> list[_Outlier]:
+    per_member: dict[tuple[str, str], list[Measurement]] = defaultdict(list)
     for m in group:
-        per_member[_member(m)].append(m.value)
-    values = {k: statistics.median(v) for k, v in per_member.items()}
+        per_member[_member(m)].append(m)
+    values = {k: statistics.median(m.value for m in ms) for k, ms in per_member.items()}
+    spread = {k: pooled_cv(map(repeat_cv, ms)) for k, ms in per_member.items()}
     first = group[0]
     better = direction_of(first)
     assert better is not None  # peer_outliers groups only metrics with a better direction
-    worse = robust_outliers(values, mads=mads, min_rel=min_rel, better=better)
+    worse = robust_outliers(
+        values, mads=mads, min_rel=min_rel, better=better, spread=spread, sigmas=sigmas
+    )
     if not worse:
         return []
     median = statistics.median(values.values())
     scaled_mad = SCALED_MAD * statistics.median(abs(v - median) for v in values.values())
+    peers_cv = pooled_cv(spread.values())
     return [
         _Outlier(
             benchmark=first.benchmark,
@@ -215,6 +330,9 @@ def _group_outliers(group: list[Measurement], *, mads: float, min_rel: float) ->
             scaled_mad=scaled_mad,
             robust_z=_zscore(values[(host, member)] - median, scaled_mad),
             num_peers=len(values),
+            repeat_cv=spread[(host, member)],
+            peers_cv=peers_cv,
+            noise_factor=_noise_factor(spread[(host, member)], peers_cv, sigmas=sigmas),
         )
         for host, member in worse
     ]
@@ -241,6 +359,8 @@ def _finding(o: _Outlier, *, num_flagged: int, shares_cores: bool) -> Finding:
         f"{o.value:.4g} {o.unit} is {o.rel_gap:.0%} {where} the median {o.median:.4g} {o.unit} "
         f"of {o.num_peers} {what}"
     )
+    if o.noise_factor is not None:
+        message += f", beyond the noise of the repeats ({_spread_text(o.repeat_cv, o.peers_cv)})"
     if num_flagged > 1:
         message += f"; {num_flagged} parameter sets of this metric are outliers"
     if shares_cores:
@@ -260,9 +380,17 @@ def _finding(o: _Outlier, *, num_flagged: int, shares_cores: bool) -> Finding:
             "rel_gap": round(o.rel_gap, 4),
             "num_peers": o.num_peers,
             "num_param_sets_flagged": num_flagged,
+            "repeat_cv": o.repeat_cv,
+            "peers_cv": o.peers_cv,
+            "noise_factor": round(o.noise_factor, 4) if o.noise_factor is not None else None,
         },
         fix=_fix(o),
     )
+
+
+def _spread_text(own_cv: float | None, peers_cv: float | None) -> str:
+    own = f"CV {own_cv:.1%}" if own_cv is not None else "no repeats"
+    return f"{own}, peers' pooled CV {peers_cv:.1%}" if peers_cv is not None else own
 
 
 def _fix(o: _Outlier) -> str:

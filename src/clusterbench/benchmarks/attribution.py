@@ -99,6 +99,8 @@ class AttributionConfig(WorkloadSettings):
         for name in ("warmup_steps", "wait", "warmup", "input_delay_ms", "delay_ms"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.delay_rank < -1:
+            raise ValueError(f"delay_rank must be a rank or -1 (none), got {self.delay_rank}")
 
     def training_config(self) -> TrainingConfig:
         """The ``training`` settings of the same workload."""

@@ -53,6 +53,7 @@ from clusterbench.metrics import Metric, MetricSet
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.timing import rate_stats
 from clusterbench.schema import Measurement, ParamValue, Reference, Stats
+from clusterbench.units import format_bytes
 
 if TYPE_CHECKING:
     from typing import Self
@@ -129,8 +130,9 @@ class CollectivesConfig:
         for name in ("iters", "graph_iters", "graph_replays"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.warmup < 0:
-            raise ValueError(f"warmup must be >= 0, got {self.warmup}")
+        for name in ("warmup", "graph_max_bytes"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if not 0 < self.memory_fraction <= 1:
             raise ValueError(f"memory_fraction must be in (0, 1], got {self.memory_fraction}")
 
@@ -212,19 +214,21 @@ def _sweep(ctx: DistContext, cfg: CollectivesConfig, step: _Step) -> Iterator[Me
     for size in step.sizes:
         op, wrong, emulate = _checked_op(ctx, cfg, step=step, size_bytes=size, emulate=emulate)
         num_wrong += wrong
-        for _ in range(cfg.warmup):
-            op.run()
-        for mode in _modes_for(ctx, cfg, size):
-            samples = None
-            if mode != "graph" or graph_ok:
-                samples = time_mode(
-                    ctx, mode=mode, op=op, h=step.h, iters=cfg.iters,
-                    graph_iters=cfg.graph_iters, graph_replays=cfg.graph_replays,
-                )  # fmt: skip
-            graph_ok = graph_ok and not (mode == "graph" and samples is None)
-            if samples is not None:
-                yield from _emit(ctx, cfg, h=step.h, op=op, mode=mode, samples=samples)
-            ctx.progress.advance()
+        where = f"in {op.name} of {format_bytes(size)} on group {step.h.spec.name}"
+        with ctx.doing(where, collective=True):
+            for _ in range(cfg.warmup):
+                op.run()
+            for mode in _modes_for(ctx, cfg, size):
+                samples = None
+                if mode != "graph" or graph_ok:
+                    samples = time_mode(
+                        ctx, mode=mode, op=op, h=step.h, iters=cfg.iters,
+                        graph_iters=cfg.graph_iters, graph_replays=cfg.graph_replays,
+                    )  # fmt: skip
+                graph_ok = graph_ok and not (mode == "graph" and samples is None)
+                if samples is not None:
+                    yield from _emit(ctx, cfg, h=step.h, op=op, mode=mode, samples=samples)
+                ctx.progress.advance()
         del op
         if ctx.is_cuda and size >= _EMPTY_CACHE_BYTES:
             torch.cuda.empty_cache()  # cached blocks of this size would not fit the next one

@@ -40,6 +40,8 @@ class SelftestConfig:
     def __post_init__(self) -> None:
         if self.sleep_s < 0:
             raise ValueError(f"sleep_s must be >= 0, got {self.sleep_s}")
+        if self.fail_rank < -1:
+            raise ValueError(f"fail_rank must be a rank or -1 (none), got {self.fail_rank}")
 
 
 def selftest(ctx: DistContext, cfg: SelftestConfig) -> Iterator[Measurement]:

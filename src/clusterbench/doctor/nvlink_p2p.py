@@ -1,4 +1,8 @@
-"""NVLink and P2P: inactive links against the SKU, peer access missing where it should work."""
+"""NVLink and P2P: inactive links against the SKU, peer access missing where it should work.
+
+Inactive links are a warning (a failure when none is up) only where there is a second GPU to
+reach over them; with one visible GPU they are information.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +24,22 @@ def _nvlink_finding(src: Sources, gpu: GpuInfo, expected: int) -> Finding | None
     active = gpu.nvlink_active
     if active is None or active >= expected:
         return None
-    none_up = active == 0 and len(src.host.gpus) > 1
+    sku = gpu.spec.sku if gpu.spec else ""
+    if len(src.host.gpus) == 1:
+        # e.g. one GPU of an HGX board passed through to a VM: its links lead to GPUs this
+        # machine cannot see, so no traffic of this machine would cross them
+        return Finding(
+            id="doctor.nvlink.inactive",
+            severity="info",
+            scope=src.gpu_scope(gpu.index),
+            message=f"{expected - active} of {expected} NVLinks inactive ({active}/{expected} "
+            f"active on this {sku}); with one visible GPU no GPU-to-GPU traffic crosses them, "
+            "so this costs nothing here",
+            evidence={"active": active, "expected": expected, "name": gpu.name, "visible_gpus": 1},
+            fix="nothing to do on this machine; where its GPUs are meant to be linked (several "
+            f"GPUs of one board), check nvidia-smi nvlink --status -i {gpu.index}",
+        )
+    none_up = active == 0
     what = (
         "no NVLink is active: GPU-to-GPU traffic falls back to PCIe"
         if none_up
@@ -30,7 +49,7 @@ def _nvlink_finding(src: Sources, gpu: GpuInfo, expected: int) -> Finding | None
         id="doctor.nvlink.inactive",
         severity="fail" if none_up else "warn",
         scope=src.gpu_scope(gpu.index),
-        message=f"{what} ({active}/{expected} active on this {gpu.spec.sku if gpu.spec else ''})",
+        message=f"{what} ({active}/{expected} active on this {sku})",
         evidence={"active": active, "expected": expected, "name": gpu.name},
         fix=f"nvidia-smi nvlink --status -i {gpu.index}; check the fabric manager "
         "(systemctl status nvidia-fabricmanager) and nvidia-smi -q -d ECC; a link that stays "

@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from clusterbench.metrics import Metric
+from clusterbench.runtime.flight import FlightRecorder
 from clusterbench.schema import GpuInfo, HostInfo, Measurement, ParamValue, Reference, Stats
 
 __all__ = [
@@ -90,12 +91,32 @@ class DistContext:
 
     wait_failed: bool = False
     """Set when a wait for others raised (a peer died): the error is theirs, not ours."""
+    flight: FlightRecorder | None = None
+    """This rank's flight record (where it is, with a heartbeat), when the run keeps one."""
+    failed_in_collective: bool = False
+    """Set when an error left a collective (it may be a peer's: the rank waits a moment before
+    it exits, so that the launcher sees a dead peer first)."""
 
     @contextmanager
-    def waiting_for_peers(self) -> Iterator[None]:
+    def doing(self, activity: str, *, collective: bool = False) -> Iterator[None]:
+        """Say in the flight record what this rank does for the block (e.g. the collective
+        and size it is in), so a failed run can tell who was stuck from who waited."""
+        try:
+            if self.flight is None:
+                yield
+            else:
+                with self.flight.doing(activity):
+                    yield
+        except Exception:
+            self.failed_in_collective = self.failed_in_collective or collective
+            raise
+
+    @contextmanager
+    def waiting_for_peers(self, what: str = "barrier") -> Iterator[None]:
         previous, self.waiting = self.waiting, True
         try:
-            yield
+            with self.doing(f"waiting for peers ({what})", collective=True):
+                yield
         except Exception:
             self.wait_failed = True
             raise
@@ -125,7 +146,7 @@ class DistContext:
         if not (dist.is_available() and dist.is_initialized()) or self.world_size == 1:
             return [obj]
         out: list[Any] | None = [None] * self.world_size if self.rank == 0 else None
-        with self.waiting_for_peers():
+        with self.waiting_for_peers("gather to rank 0"):
             dist.gather_object(obj, out, dst=0)
         return out
 
@@ -133,7 +154,7 @@ class DistContext:
         if not (dist.is_available() and dist.is_initialized()) or self.world_size == 1:
             return [obj]
         out: list[Any] = [None] * self.world_size
-        with self.waiting_for_peers():
+        with self.waiting_for_peers("all-gather"):
             dist.all_gather_object(out, obj)
         return out
 
@@ -141,7 +162,7 @@ class DistContext:
         if not (dist.is_available() and dist.is_initialized()) or self.world_size == 1:
             return obj
         box = [obj]
-        with self.waiting_for_peers():
+        with self.waiting_for_peers("broadcast from rank 0"):
             dist.broadcast_object_list(box, src=0)
         return box[0]
 

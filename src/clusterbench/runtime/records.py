@@ -9,8 +9,11 @@ Each line is one :data:`Record`, told apart by its ``kind``: ``hello`` (rank, ho
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import threading
+import time
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -28,9 +31,11 @@ __all__ = [
     "MeasurementRecord",
     "NcclRecord",
     "RankLog",
+    "RankLogWriteError",
     "Record",
     "Skip",
     "Start",
+    "describe_write_error",
     "parse_record",
     "read_rank_file",
     "read_records",
@@ -93,7 +98,12 @@ class Error(_Record):
     while_waiting: bool = False
     """The rank failed only because it waited for another (a peer died or hung)."""
     timeout: bool = False
+    in_collective: bool = False
+    """The error left a collective: it may be a peer's fault (a reset connection)."""
     traceback: str | None = None
+    at: float = Field(default_factory=time.time)
+    """Wall time the error was recorded (s since the epoch): heartbeats that stopped before it
+    tell a dead peer from a waiting one."""
 
 
 class Interrupted(_Record):
@@ -122,6 +132,19 @@ Record = Annotated[
 _RECORD: TypeAdapter[Record] = TypeAdapter(Record)
 
 
+class RankLogWriteError(OSError):
+    """A record could not be appended to its rank file (its message says why, in one line)."""
+
+
+def describe_write_error(exc: OSError, path: Path) -> str:
+    """``no space left on <path>``, or the system's wording of the error, e.g. ``disk quota
+    exceeded on <path>``, ``read-only file system on <path>``."""
+    if exc.errno == errno.ENOSPC:
+        return f"no space left on {path}"
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return f"{reason[:1].lower()}{reason[1:]} on {path}"
+
+
 class RankLog:
     """One rank's records, appended to its file as they come.  ``keep_unsent``: also hold
     them until :meth:`take_unsent` (joined runs, where rank 0 gathers them over the network;
@@ -136,17 +159,40 @@ class RankLog:
         self._keep_unsent = keep_unsent
         self._unsent: list[Record] = []
         self._lock = threading.Lock()  # the watchdog thread writes too
-        self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open for the run's life
+        # Unbuffered: a failed write leaves nothing queued that a later write or close would
+        # flush after the lines that follow it.
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._good = os.fstat(self._fd).st_size
+        """End of the last complete line: where a failed write is cut back to."""
+        self._broken: str | None = None
 
     def write(self, record: Record) -> Record:
-        """Number ``record`` as this rank's next and append it."""
+        """Number ``record`` as this rank's next and append it.
+
+        Raises :class:`RankLogWriteError` when the line cannot be written (a full or failing
+        disk); the file is first cut back to its last complete line, so it stays valid JSON
+        lines and the next record may still be written after it.
+        """
         with self._lock:
+            if self._broken is not None:
+                raise RankLogWriteError(self._broken)
             record = record.model_copy(update={"rank": self.rank, "seq": self._seq})
-            self._seq += 1
             fields = record.model_dump(mode="json")
             head = {key: fields.pop(key) for key in ("kind", "rank", "seq")}  # read first
-            self._fh.write(json.dumps({**head, **fields}) + "\n")
-            self._fh.flush()
+            data = (json.dumps({**head, **fields}) + "\n").encode("utf-8")
+            try:
+                view = memoryview(data)
+                while view:  # os.write may write part of it (e.g. the disk fills up)
+                    view = view[os.write(self._fd, view) :]
+            except OSError as exc:
+                message = f"cannot write rank file: {describe_write_error(exc, self.path)}"
+                try:
+                    os.ftruncate(self._fd, self._good)
+                except OSError:  # a torn line stays: write nothing after it
+                    self._broken = message
+                raise RankLogWriteError(message) from None
+            self._good += len(data)
+            self._seq += 1
             if self._keep_unsent:
                 self._unsent.append(record)
             return record
@@ -159,7 +205,9 @@ class RankLog:
 
     def close(self) -> None:
         with self._lock:
-            self._fh.close()
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
 
 
 def parse_record(line: str | dict[str, Any]) -> Record:

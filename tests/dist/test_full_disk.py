@@ -1,0 +1,217 @@
+"""A full disk under --out: one clear line, exit 3, the summary from memory, nothing half-written.
+
+Each test mounts a real tmpfs of a few pages (CI runs as root) and lets the run fill it: the
+workers' rank files, then results.json.  A tmpfs of 1.25 MiB passes the start-up check (1 MiB
++ 64 KiB per worker) and holds the rank files of 1000 tiny GEMM shapes but not their
+results.json; with 2000 shapes the rank files themselves fill it while gemm runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from tests.helpers import cli
+
+import clusterbench
+from clusterbench.finalize import ResultsWriteError, write_results
+from clusterbench.runtime.records import (
+    End,
+    Error,
+    RankLog,
+    RankLogWriteError,
+    Skip,
+    Start,
+    parse_record,
+)
+from clusterbench.schema import Results
+
+pytestmark = pytest.mark.dist
+
+TMPFS_KIB = 1280  # between the start-up floor for 2 workers (1152 KiB) and what the runs write
+
+
+def _sets(shapes: int) -> list[str]:
+    """Tiny GEMMs (one timed product each) and a 1 MiB memory test: the records, not the
+    compute, are what is large."""
+    return [
+        f"gemm.shapes={','.join(f'8x8x{k}' for k in range(1, shapes + 1))}",
+        "gemm.dtypes=fp32", "gemm.warmup=0", "gemm.repeats=1", "memory.size_bytes=1048576",
+    ]  # fmt: skip
+
+
+def _run_args(out: Path, shapes: int) -> list[str]:
+    args = ["run", "--device", "cpu", "--nproc", "2", "--only", "gemm,memory", "--out", str(out)]
+    for item in _sets(shapes):
+        args += ["--set", item]
+    return args
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
+    """``tmpfs(KIB)``: a fresh tmpfs of that size, unmounted after the test."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mounted: list[Path] = []
+
+    def mount(size_kib: int) -> Path:
+        where = tmp_path / f"tmpfs-{len(mounted)}"
+        where.mkdir()
+        proc = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", str(where)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+        mounted.append(where)
+        return where
+
+    yield mount
+    for where in reversed(mounted):
+        subprocess.run(["umount", str(where)], check=False)
+
+
+def _error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("clusterbench:")]
+
+
+def _assert_nothing_half_written(mount: Path) -> dict[int, list[object]]:
+    """No temporary file anywhere; every rank file is whole JSON lines, numbered without a
+    gap (a torn line cut back, nothing written after it).  Returns each rank's records."""
+    assert not [p for p in mount.rglob("*") if p.name.endswith(".tmp")]
+    by_rank: dict[int, list[object]] = {}
+    files = sorted(mount.rglob("rank-*.jsonl"))
+    assert len(files) == 2
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        assert text.endswith("\n"), f"{path} ends in a torn line"
+        records = [parse_record(line) for line in text.splitlines()]  # raises on a bad line
+        for line in text.splitlines():
+            json.loads(line)
+        assert [r.seq for r in records] == list(range(len(records)))
+        by_rank[records[0].rank] = records
+    return by_rank
+
+
+def _benchmarks(records: list[object], kind: type) -> set[str]:
+    return {r.benchmark for r in records if isinstance(r, kind)}  # type: ignore[attr-defined]
+
+
+def test_results_that_do_not_fit_one_line_summary_and_exit_3(tmpfs: Callable[[int], Path]) -> None:
+    mount = tmpfs(TMPFS_KIB)
+    out = mount / "run"
+    proc = cli(*_run_args(out, 1000))
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert _error_lines(proc.stderr) == [
+        f"clusterbench: error: cannot write results: no space left on {out / 'results.json'}"
+    ]
+    # the console summary, from memory: both benchmarks' tables
+    assert "gemm · 2 devices" in proc.stdout and "memory · 2 devices" in proc.stdout
+    assert f"results: not written; the ranks' records are in {out}" in proc.stdout
+    assert not (out / "results.json").exists() and not (out / "summary.md").exists()
+    by_rank = _assert_nothing_half_written(mount)
+    for records in by_rank.values():  # the ranks' files are complete
+        assert _benchmarks(records, End) == {"gemm", "memory"}
+
+
+def test_rank_files_that_fill_the_disk_mid_run(tmpfs: Callable[[int], Path]) -> None:
+    mount = tmpfs(TMPFS_KIB)
+    out = mount / "run"
+    proc = cli(*_run_args(out, 2000))
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert _error_lines(proc.stderr) == [
+        f"clusterbench: error: cannot write results: no space left on {out / 'results.json'}"
+    ]
+    assert "status failed" in proc.stdout  # the summary header, from memory
+    assert "Did not finish: gemm, memory" in proc.stdout
+    by_rank = _assert_nothing_half_written(mount)
+    # gemm started everywhere; the disk filled up before it ended on at least one rank
+    assert all("gemm" in _benchmarks(records, Start) for records in by_rank.values())
+    assert any("gemm" not in _benchmarks(records, End) for records in by_rank.values())
+    # where the rank's last line still fitted, it says why in one line (no traceback)
+    for records in by_rank.values():
+        errors = [r for r in records if isinstance(r, Error)]
+        for err in errors:
+            assert err.message.startswith("cannot write rank file: no space left on ")
+            assert err.traceback is None
+    if any(isinstance(r, Error) for records in by_rank.values() for r in records):
+        assert "cannot write rank file: no space left on" in " ".join(proc.stdout.split())
+
+
+def test_the_library_returns_the_results_it_could_not_write(
+    tmpfs: Callable[[int], Path],
+) -> None:
+    out = tmpfs(TMPFS_KIB) / "run"
+    outcome = clusterbench.run(only=["gemm", "memory"], sets=_sets(1000), device="cpu", out=out)
+    assert outcome.exit_code == 3
+    assert outcome.error == f"cannot write results: no space left on {out / 'results.json'}"
+    assert outcome.results is not None and outcome.results.run.status == "completed"
+    gemm_ranks = {m.rank for m in outcome.results.measurements if m.benchmark == "gemm"}
+    assert gemm_ranks == {0, 1}
+
+
+def test_a_failed_rewrite_keeps_the_previous_results(
+    tmpfs: Callable[[int], Path], tmp_path: Path
+) -> None:
+    """results.json and summary.md stay as they were, and no temporary file is left."""
+    source = tmp_path / "source"
+    cli_proc = cli(*_run_args(source, 20))
+    assert cli_proc.returncode in (0, 1), cli_proc.stderr[-3000:]
+    small = Results.model_validate_json((source / "results.json").read_text())
+    big = small.model_copy(deep=True)
+    big.measurements = big.measurements * 20  # some 500 KiB of results.json
+    run_dir = tmpfs(256)
+    write_results(run_dir, small)
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    assert set(before) == {"results.json", "summary.md"}
+    with pytest.raises(ResultsWriteError) as caught:
+        write_results(run_dir, big)
+    assert str(caught.value) == (
+        f"cannot write results: no space left on {run_dir / 'results.json'}"
+    )
+    assert caught.value.results is big
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before
+
+
+def test_a_rank_file_is_cut_back_to_its_last_whole_line(tmpfs: Callable[[int], Path]) -> None:
+    """In-process, on a 16 KiB tmpfs: the write that does not fit raises and leaves no torn
+    line; once there is room again the next record follows the last whole one."""
+    run_dir = tmpfs(16)
+    filler = run_dir / "filler"
+    filler.write_bytes(b"x" * 4096)
+    log = RankLog(run_dir, 0)
+    message = "y" * 3000  # a line of ~3 KiB: the disk fills up part-way through one
+    with pytest.raises(RankLogWriteError) as caught:
+        for _ in range(100):
+            log.write(Skip(benchmark="gemm", reason=message))
+    assert str(caught.value) == f"cannot write rank file: no space left on {log.path}"
+    whole = [parse_record(line) for line in log.path.read_text().splitlines()]
+    assert whole and log.path.read_text().endswith("\n")
+    filler.unlink()
+    log.write(End(benchmark="gemm"))
+    log.close()
+    records = [parse_record(line) for line in log.path.read_text().splitlines()]
+    assert records[:-1] == whole and isinstance(records[-1], End)
+    assert [r.seq for r in records] == list(range(len(records)))
+
+
+def test_a_far_too_small_out_is_refused_before_anything_is_written(
+    tmpfs: Callable[[int], Path],
+) -> None:
+    mount = tmpfs(16)
+    out = mount / "run"
+    proc = cli("run", "--device", "cpu", "--nproc", "2", "--only", "gemm", "--out", str(out))
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"clusterbench: error: --out {out}: only 16 KiB free on {mount}; a run of 2 worker(s) "
+        "needs at least 1.125 MiB (1 MiB + 64 KiB a worker)"
+    ]
+    assert list(mount.iterdir()) == []
+    assert shutil.disk_usage(mount).used == 0
