@@ -3,9 +3,11 @@ one-rank context for calling a benchmark directly."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -68,3 +70,19 @@ def gpu_ctx(benchmark: str) -> DistContext:
     with nvml_session() as nvml:
         gpus = probe_gpus(nvml)
     return one_rank_ctx(benchmark, device=torch.device("cuda", 0), gpu=gpus[0] if gpus else None)
+
+
+def wait_for_activity(out: Path, rank: int, prefix: str, *, timeout: float = 180) -> dict[str, Any]:
+    """``rank``'s flight record in the run folder ``out`` once its activity starts with
+    ``prefix`` (e.g. 'in all_reduce'); its ``pid`` is the rank's process."""
+    path = out / "ranks" / f"rank-{rank:05d}.flight.json"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state: dict[str, Any] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            state = {}
+        if str(state.get("activity", "")).startswith(prefix):
+            return state
+        time.sleep(0.2)
+    raise AssertionError(f"rank {rank} never reached {prefix!r} within {timeout:g} s")

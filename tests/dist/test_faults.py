@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from clusterbench import load_results
+from tests.helpers import wait_for_activity
 
 pytestmark = pytest.mark.dist
 
@@ -41,20 +42,11 @@ def _start(out: Path) -> subprocess.Popen[str]:
 
 def _rank1_in_collective(out: Path, proc: subprocess.Popen[str]) -> int:
     """Rank 1's pid, once its flight record says it is inside the all-reduce."""
-    path = out / "ranks" / "rank-00001.flight.json"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            state = json.loads(path.read_text())
-        except (OSError, ValueError):
-            state = {}
-        if state.get("benchmark") == "collectives" and state.get("activity", "").startswith(
-            "in all_reduce"
-        ):
-            return int(state["pid"])
-        time.sleep(0.2)
-    proc.kill()
-    raise AssertionError(f"rank 1 never entered the all-reduce: {proc.communicate()}")
+    try:
+        return int(wait_for_activity(out, 1, "in all_reduce", timeout=120)["pid"])
+    except AssertionError:
+        proc.kill()
+        raise AssertionError(f"rank 1 never entered the all-reduce: {proc.communicate()}") from None
 
 
 def _first_line_names_rank1(proc: subprocess.Popen[str], out: Path, what: str) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from clusterbench import load_results
+from tests.helpers import wait_for_activity
 
 pytestmark = pytest.mark.dist
 
@@ -71,16 +72,7 @@ def test_a_killed_rank_is_named_by_rank_0(tmp_path: Path) -> None:
     out = tmp_path / "run"
     args = ["--only", "gemm,collectives", "--timeout", "30", *LONG_COLLECTIVE]
     procs = _tasks(out, [args, args], port=29563)
-    flight = out / "ranks" / "rank-00001.flight.json"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            state = json.loads(flight.read_text())
-        except (OSError, ValueError):
-            state = {}
-        if state.get("activity", "").startswith("in all_reduce"):
-            break
-        time.sleep(0.2)
+    state = wait_for_activity(out, 1, "in all_reduce", timeout=120)
     os.kill(int(state["pid"]), signal.SIGKILL)
     _, err = procs[0].communicate(timeout=120)
     procs[1].communicate(timeout=30)

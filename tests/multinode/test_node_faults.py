@@ -4,16 +4,15 @@ store, and the rank that only waited for it is named as waiting."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from clusterbench import load_results
+from tests.helpers import wait_for_activity
 from tests.multinode.netns import SimulatedCluster, available
 from tests.multinode.test_two_nodes import _torchrun
 
@@ -40,19 +39,8 @@ def test_a_rank_killed_on_the_second_node_is_named(tmp_path: Path) -> None:
                           str(out)]), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             for i in range(2)
         ]  # fmt: skip
-        flight = out / "ranks" / "rank-00001.flight.json"
-        state: dict[str, object] = {}
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and not str(state.get("activity", "")).startswith(
-            "in all_reduce"
-        ):
-            time.sleep(0.2)
-            try:
-                state = json.loads(flight.read_text())
-            except (OSError, ValueError):
-                state = {}
-        assert state, [p.poll() for p in procs]
-        os.kill(int(str(state["pid"])), signal.SIGKILL)
+        state = wait_for_activity(out, 1, "in all_reduce")
+        os.kill(int(state["pid"]), signal.SIGKILL)
         done = [p.communicate(timeout=180) for p in procs]
     err0 = done[0][1]
     assert procs[0].returncode != 0

@@ -40,7 +40,7 @@ def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
         *node_pair_findings(
             results,
             mads=thresholds.outlier_mads,
-            min_rel=thresholds.outlier_min_rel,
+            min_rel=thresholds.node_pair_min_rel,
             sigmas=thresholds.outlier_spread_sigmas,
         ),
     ]
