@@ -39,7 +39,6 @@ __all__ = [
     "Thresholds",
     "build_run_config",
     "check_suite_name",
-    "suite_settings",
 ]
 
 
@@ -70,14 +69,6 @@ def check_suite_name(suite: str) -> SuiteName:
     if suite not in SUITE_NAMES:
         raise ConfigError(f"unknown suite {suite!r} (choose from {', '.join(SUITE_NAMES)})")
     return typing.cast(SuiteName, suite)
-
-
-def suite_settings(suite: str, device_type: str) -> dict[str, Any]:
-    """Each benchmark of ``suite`` (as the registry declares them) -> its preset settings."""
-    return {
-        name: registry.get(name).preset(suite=suite, device_type=device_type)
-        for name in registry.suite_benchmarks(check_suite_name(suite))
-    }
 
 
 def build_run_config(
