@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from clusterbench.runtime.flight import FlightState
+from clusterbench.runtime.flight import FlightState, heartbeat_stopped
 from clusterbench.runtime.launch import WorkerFailure
 from clusterbench.runtime.records import (
     End,
@@ -64,11 +64,13 @@ def assemble_results(
     meta: RunMeta,
     failures: list[WorkerFailure],
     flights: dict[int, FlightState] | None = None,
+    stacks: dict[int, str] | None = None,
     interrupted: bool = False,
     running: bool = False,
 ) -> Results:
     """``running``: the run goes on (rank 0 rewrites results.json after each benchmark), so
-    benchmarks not yet finished are not a failure; errors, or an interruption, still decide."""
+    benchmarks not yet finished are not a failure; errors, or an interruption, still decide.
+    ``stacks``: rank -> a line on its saved Python stack, added to that rank's error."""
     records = dedupe(records)
     hosts_by_rank = {r.rank: r.host for r in records if isinstance(r, Hello)}
 
@@ -79,7 +81,9 @@ def assemble_results(
         return hosts_by_rank.get(rank, flight.host if flight else meta.fallback_host)
 
     ends, starts, skipped = _progress(records)
-    errors = _errors(records, failures, host_of=host_of, starts=starts, ends=ends, flights=flights)
+    culprits, waiting = _errors(records, failures, host_of=host_of, starts=starts, ends=ends,
+                                flights=flights)  # fmt: skip
+    errors = _with_stacks(culprits, stacks or {}) + waiting
     interrupted = interrupted or any(isinstance(r, Interrupted) for r in records)
     unfinished = [
         b for b in meta.benchmarks if b not in skipped and len(ends.get(b, ())) < meta.world_size
@@ -145,8 +149,8 @@ def _errors(
     starts: dict[int, list[str]],
     ends: dict[str, set[int]],
     flights: dict[int, FlightState],
-) -> list[ErrorRecord]:
-    """Culprits first (ranks that hung, died or raised), then ranks that were only waiting.
+) -> tuple[list[ErrorRecord], list[ErrorRecord]]:
+    """The culprits (ranks that hung, died or raised), and the ranks that were only waiting.
 
     A rank whose heartbeat stopped long before the others' hung (its flight record says where);
     a rank the launcher saw end without it writing an error died.  Either makes every other
@@ -158,7 +162,7 @@ def _errors(
         if isinstance(r, Error):
             own.setdefault(r.rank, r)
     if not own and not failures:
-        return []
+        return [], []
     # a rank that raised on its own (not in a collective, not waiting) is a culprit: then only
     # a stopped heartbeat may add another
     raised = any(not (e.while_waiting or e.in_collective) for e in own.values())
@@ -173,8 +177,13 @@ def _errors(
     waiting: list[ErrorRecord] = []
     for rank, r in sorted(own.items()):
         where = f"rank {rank} on host {host_of(rank)}"
-        if r.while_waiting:
-            msg = f"{where} stopped while waiting for other ranks in {r.benchmark}: {r.message}"
+        if r.benchmark is None and not r.while_waiting:
+            # the run could not start (nodes missing): the message says it all, as written
+            culprits.append(ErrorRecord(benchmark=None, rank=rank, host=host_of(rank),
+                                        message=r.message))  # fmt: skip
+        elif r.while_waiting:
+            bench = r.benchmark or "start-up"
+            msg = f"{where} stopped while waiting for other ranks in {bench}: {r.message}"
             waiting.append(ErrorRecord(benchmark=r.benchmark, rank=rank, host=host_of(rank),
                                        message=msg))  # fmt: skip
         else:
@@ -183,12 +192,15 @@ def _errors(
                                         message=msg))  # fmt: skip
     if not culprits:
         culprits = _silent_ranks(starts=starts, ends=ends, skip=set(own), host_of=host_of)
-    return culprits + waiting
+    if not culprits:  # nobody to wait for (e.g. the launcher ended every rank): say what it was
+        waiting = [_stopped(e, own[e.rank]) for e in waiting if e.rank is not None]
+    return culprits, waiting
 
 
-STALE_HEARTBEATS = 5
-"""Heartbeats a rank may miss, against the latest of any rank, before it counts as hung."""
-STALE_MIN_S = 3.0
+def _stopped(err: ErrorRecord, own: Error) -> ErrorRecord:
+    where = f"rank {err.rank} on host {err.host}"
+    message = f"{where} stopped in {own.benchmark or 'start-up'}: {own.message}"
+    return err.model_copy(update={"message": message})
 
 
 def _stalled(
@@ -218,7 +230,7 @@ def _stalled(
             and f.heartbeat < first_error_at
             and any(o.heartbeat > first_error_at + o.interval_s / 2 for o in flights.values())
         )
-        if died_first or silent_s > max(STALE_MIN_S, STALE_HEARTBEATS * f.interval_s):
+        if died_first or heartbeat_stopped(f, silent_s=silent_s):
             out[rank] = silent_s
     return out
 
@@ -232,7 +244,7 @@ def _blame(
     starts: dict[int, list[str]],
     ends: dict[str, set[int]],
     flights: dict[int, FlightState],
-) -> list[ErrorRecord]:
+) -> tuple[list[ErrorRecord], list[ErrorRecord]]:
     def doing(rank: int) -> tuple[str | None, str]:
         bench = _current_benchmark(rank, starts=starts, ends=ends)
         flight = flights.get(rank)
@@ -267,7 +279,20 @@ def _blame(
         culprits[0] = culprits[0].model_copy(
             update={"message": f"{culprits[0].message}; waiting for it: {who}"}
         )
-    return culprits + waiting
+    return culprits, waiting
+
+
+def _with_stacks(errors: list[ErrorRecord], stacks: dict[int, str]) -> list[ErrorRecord]:
+    """The culprits' errors with their stack's line, put before the ranks waiting for them."""
+    out = []
+    for err in errors:
+        note = stacks.get(err.rank) if err.rank is not None else None
+        if note is None:
+            out.append(err)
+            continue
+        head, sep, tail = err.message.partition("; waiting for it: ")
+        out.append(err.model_copy(update={"message": f"{head}; {note}{sep}{tail}"}))
+    return out
 
 
 def _silent_ranks(

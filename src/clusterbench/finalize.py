@@ -12,7 +12,7 @@ from clusterbench._version import __version__
 from clusterbench.assemble import RunMeta, assemble_results
 from clusterbench.report.markdown import render_markdown
 from clusterbench.runspec import EXIT_FAIL_FINDING, EXIT_OK, EXIT_RUN_ERROR, RunSpec, now_utc
-from clusterbench.runtime.flight import FlightState, read_flights
+from clusterbench.runtime.flight import FlightState, read_flights, read_stacks
 from clusterbench.runtime.launch import WorkerFailure
 from clusterbench.runtime.records import Record, describe_write_error
 from clusterbench.schema import Results
@@ -49,6 +49,7 @@ def finalize(
         meta=meta,
         failures=failures,
         flights=read_flights(Path(spec.run_dir)) if flights is None else flights,
+        stacks=read_stacks(Path(spec.run_dir)),
         interrupted=interrupted,
         running=running,
     )

@@ -6,6 +6,12 @@ The Kubernetes manifest is built as plain dicts and lists and written with PyYAM
 Under every launcher ``clusterbench run`` joins as a worker (``runtime/launch.py`` reads the
 launcher's rank variables), so the generated commands only start one process per GPU.
 
+Every command bounds the start: torchrun's rendezvous starts the run with the nodes that came
+within the join timeout (``--nnodes 1:N``) and ``clusterbench run --expect-nodes N`` then stops
+it at once, naming them; under srun and mpirun rank 0 waits as long for every rank
+(``--join-timeout``); the PyTorchJob's static rendezvous gives up after as long.  No launcher
+restarts a worker (``--max-restarts 0``): a fault ends the run, named.
+
 A pod's file system goes with the pod, so the manifest can mount a results volume (a
 PersistentVolumeClaim or a hostPath) at :data:`RESULTS_MOUNT` in the Master pod, where rank 0
 writes the run folder, and point the run's ``--out`` into it; :func:`results_note` says where
@@ -15,6 +21,7 @@ the results land (or that they vanish with the pod).
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 from collections.abc import Callable
@@ -42,6 +49,8 @@ __all__ = [
 
 LauncherName = Literal["torchrun", "slurm", "mpi", "k8s"]
 DEFAULT_PORT = 29500
+DEFAULT_JOIN_TIMEOUT_S = 300
+"""Seconds the nodes have to join, unless --join-timeout (or a shorter run --timeout) says."""
 DEFAULT_IMAGE = "ghcr.io/OWNER/clusterbench:latest"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -72,6 +81,9 @@ class LaunchSpec:
     """k8s: a PersistentVolumeClaim, mounted at ``/results`` in the Master pod, for the run."""
     results_host_path: str | None = None
     """k8s: a folder on the Master pod's node, mounted at ``/results``, for the run."""
+    join_timeout_s: int | None = None
+    """Seconds the nodes (ranks under srun/mpirun) have to join once the first has started;
+    None: 300, or the run's ``--timeout`` when that is shorter."""
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -85,6 +97,14 @@ class LaunchSpec:
         for key, _ in self.env:
             if not _ENV_NAME.match(key):
                 raise ValueError(f"--env: bad variable name {key!r} (expected KEY=VALUE)")
+        if self.join_timeout_s is not None and self.join_timeout_s < 1:
+            raise ValueError(f"--join-timeout must be at least 1 s, got {self.join_timeout_s}")
+        for option in ("--expect-nodes", "--join-timeout"):
+            if self._run_option(option) is not None:
+                raise ValueError(
+                    f"{option}: set by the launch command itself (use 'clusterbench launch "
+                    "--join-timeout'), not among the run's arguments"
+                )
         self._check_results_volume()
 
     def _check_results_volume(self) -> None:
@@ -118,15 +138,32 @@ class LaunchSpec:
     def has_results_volume(self) -> bool:
         return self.results_pvc is not None or self.results_host_path is not None
 
+    def _run_option(self, name: str) -> str | None:
+        """The value of ``name`` among ``run_args`` (the last one, as the CLI takes it)."""
+        value = None
+        for i, arg in enumerate(self.run_args):
+            if arg == name and i + 1 < len(self.run_args):
+                value = self.run_args[i + 1]
+            elif arg.startswith(f"{name}="):
+                value = arg.partition("=")[2]
+        return value
+
     def user_out(self) -> str | None:
         """The ``--out`` given among ``run_args`` (the last one, as the CLI takes it), if any."""
-        out = None
-        for i, arg in enumerate(self.run_args):
-            if arg == "--out" and i + 1 < len(self.run_args):
-                out = self.run_args[i + 1]
-            elif arg.startswith("--out="):
-                out = arg.partition("=")[2]
-        return out
+        return self._run_option("--out")
+
+    @property
+    def join_timeout(self) -> int:
+        """Seconds to join: ``join_timeout_s``, else 300 or the run's shorter ``--timeout``."""
+        if self.join_timeout_s is not None:
+            return self.join_timeout_s
+        try:
+            run_timeout = float(self._run_option("--timeout") or "inf")
+        except ValueError:
+            run_timeout = math.inf  # clusterbench run refuses it, with its own line
+        if math.isfinite(run_timeout) and run_timeout > 0:
+            return max(1, min(DEFAULT_JOIN_TIMEOUT_S, math.ceil(run_timeout)))
+        return DEFAULT_JOIN_TIMEOUT_S
 
     def run_out(self) -> str | None:
         """The run folder the job writes: ``--out`` from ``run_args``, else ``/results/<name>``
@@ -137,8 +174,11 @@ class LaunchSpec:
         return out
 
     def run_argv(self, *, out: str | None = None) -> list[str]:
-        """``clusterbench run --suite SUITE [--out OUT] [run_args]``."""
-        extra = ["--out", out] if out is not None else []
+        """``clusterbench run --suite SUITE [--expect-nodes N] --join-timeout T [--out OUT]
+        [run_args]``."""
+        extra = ["--expect-nodes", str(self.nodes)] if self.nodes > 1 else []
+        extra += ["--join-timeout", str(self.join_timeout)]
+        extra += ["--out", out] if out is not None else []
         return ["clusterbench", "run", "--suite", self.suite, *extra, *self.run_args]
 
 
@@ -147,16 +187,32 @@ def _join(argv: list[str]) -> str:
 
 
 def torchrun_command(spec: LaunchSpec) -> str:
-    """The same command for every node; torchrun's c10d rendezvous assigns the node ranks."""
+    """The same command for every node; torchrun's c10d rendezvous assigns the node ranks.
+
+    ``--nnodes 1:N`` with ``last_call_timeout=T``: the rendezvous starts once all N nodes are
+    in, or T seconds after the first one came with those that did (then ``clusterbench run
+    --expect-nodes N`` stops the run, naming them).  ``join_timeout`` must outlast
+    ``last_call_timeout``, else the first node gives up before the rendezvous starts.
+    """
     addr = spec.master_addr or "FIRST_NODE_ADDRESS"
+    t = spec.join_timeout
+    nodes = ["--nnodes", str(spec.nodes)]
+    if spec.nodes > 1:
+        nodes = ["--nnodes", f"1:{spec.nodes}",
+                 "--rdzv-conf", f"join_timeout={2 * t},last_call_timeout={t}"]  # fmt: skip
     argv = [
         "torchrun",
-        *("--nnodes", str(spec.nodes), "--nproc-per-node", str(spec.gpus_per_node)),
+        *nodes, "--nproc-per-node", str(spec.gpus_per_node), "--max-restarts", "0",
         *("--rdzv-backend", "c10d", "--rdzv-endpoint", f"{addr}:{spec.port}"),
         *("--rdzv-id", spec.name, "-m", *spec.run_argv()),
-    ]
+    ]  # fmt: skip
     env = "".join(f"{k}={shlex.quote(v)} " for k, v in spec.env)
     lines = [f"# Run this same command on each of the {spec.nodes} node(s)."]
+    if spec.nodes > 1:
+        lines.append(
+            f"# Start them within {t} s of the first (--join-timeout); a node that has not "
+            "joined by then is left out and the run stops, naming the nodes that came."
+        )
     if spec.master_addr is None:
         lines.append("# Replace FIRST_NODE_ADDRESS with an address of the first node.")
     return "\n".join([*lines, env + _join(argv)]) + "\n"
@@ -226,6 +282,10 @@ def _k8s_container(spec: LaunchSpec) -> dict[str, Any]:
         "--node-rank=$(RANK)",
         "--master-addr=$(MASTER_ADDR)",
         "--master-port=$(MASTER_PORT)",
+        "--max-restarts=0",
+        # the static rendezvous (the Master pod is node 0, where the results volume is): its
+        # store waits this long for every pod, then the job fails with torch's own message
+        f"--rdzv-conf=timeout={spec.join_timeout}",
         "-m",
         *spec.run_argv(out=spec.run_out() if spec.user_out() is None else None),
     ]

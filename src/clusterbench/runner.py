@@ -7,6 +7,7 @@ is a worker; rank 0 gathers each benchmark's records and rewrites results.json a
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import sys
@@ -62,6 +63,8 @@ def run(
     timeout_s: float | None = None,
     nccl_debug: bool = False,
     oversubscribe: bool = False,
+    expect_nodes: int | None = None,
+    join_timeout_s: float | None = None,
 ) -> RunOutcome:
     """Run a suite and return its results (the library form of ``clusterbench run``).
 
@@ -90,6 +93,8 @@ def run(
         out=None if out is None else str(out),
         nccl_debug=nccl_debug,
         plugin_modules=_plugin_modules(config),
+        expect_nodes=_expect_nodes(expect_nodes),
+        join_timeout_s=_join_timeout(join_timeout_s, timeout_s=config.timeout_s),
     )
     if launcher is not None:
         try:
@@ -101,6 +106,24 @@ def run(
     run_dir = prepare_run_dir(out, workers=num_workers)
     spec.run_dir, spec.run_id = str(run_dir), run_dir.name
     return _launch(spec, num_workers=num_workers)
+
+
+DEFAULT_JOIN_TIMEOUT_S = 300.0
+"""How long the ranks have to join, unless --join-timeout (or a shorter --timeout) says."""
+
+
+def _expect_nodes(value: int | None) -> int | None:
+    if value is not None and value < 1:
+        raise ConfigError(f"--expect-nodes must be at least 1, got {value}")
+    return value
+
+
+def _join_timeout(value: float | None, *, timeout_s: float) -> float:
+    if value is None:
+        return min(DEFAULT_JOIN_TIMEOUT_S, timeout_s)
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"--join-timeout must be a positive number of seconds, got {value}")
+    return value
 
 
 def _plugin_modules(config: RunConfig) -> tuple[str, ...]:

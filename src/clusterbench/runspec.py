@@ -56,6 +56,11 @@ class RunSpec:
     plugin_modules: tuple[str, ...] = ()
     """Modules to import in each worker before the run: they register benchmarks that are not
     built in (a spawned worker starts with only the built-in ones)."""
+    expect_nodes: int | None = None
+    """``--expect-nodes``: the nodes the run must span; with fewer, rank 0 names those that came
+    and the run ends failed (torchrun's rendezvous may start with the nodes that came)."""
+    join_timeout_s: float = 300.0
+    """``--join-timeout``: under srun/mpirun, how long rank 0 waits for every rank to join."""
 
 
 def now_utc() -> str:

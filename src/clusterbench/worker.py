@@ -1,13 +1,13 @@
 """One worker: join the world, probe the node, run each benchmark under a deadline, record.
 
 There is one per-rank loop, however the run started.  Every record goes to this rank's partial
-file as it happens; how records reach results.json is the run's :class:`Collector`:
+file as it happens; how records reach results.json is the run's collector (``collectors.py``:
+the parent reads the files, or rank 0 gathers them as the run goes).
 
-- :class:`FileCollector` when clusterbench started the workers: the parent reads every rank's
-  file when they end, however they end, and assembles the run;
-- :class:`GatherCollector` under torchrun/srun/mpirun: there is no parent, so rank 0 gathers
-  every rank's new records after each benchmark and rewrites results.json, and says what
-  happened when a rank fails.
+Before the loop the ranks agree that they may start: every rank (every node) came, they run
+the same configuration, each could open its rank file; else rank 0 says why in one line and
+every rank exits 3.  Under a launcher a SIGTERM (the launcher ending the survivors of a rank
+that died) is caught in a thread of its own, so that rank 0 still writes who caused it.
 """
 
 from __future__ import annotations
@@ -16,34 +16,43 @@ import contextlib
 import importlib
 import json
 import os
-import shutil
 import socket
 import sys
+import threading
 import time
 import traceback
-from datetime import timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from clusterbench import registry
 from clusterbench._version import __version__
-from clusterbench.assemble import dedupe
+from clusterbench.collectors import (
+    Collector,
+    FileCollector,
+    GatherCollector,
+    flight_store,
+)
 from clusterbench.config import ConfigError
 from clusterbench.finalize import ResultsWriteError, finalize
 from clusterbench.runspec import EXIT_RUN_ERROR, RunSpec, prepare_run_dir
-from clusterbench.runtime.dist import DistContext, NullProgress, init_distributed, set_rank_threads
+from clusterbench.runtime.dist import (
+    DistContext,
+    JoinTimeout,
+    NullProgress,
+    init_distributed,
+    set_rank_threads,
+)
 from clusterbench.runtime.flight import (
     FlightRecorder,
-    FlightState,
     flight_path,
-    parse_flight,
-    read_flights,
+    save_stalled_stacks,
     store_key,
 )
-from clusterbench.runtime.nccl_debug import debug_env, debug_log_path, parse_nccl_log
+from clusterbench.runtime.launch import on_sigterm
+from clusterbench.runtime.nccl_debug import debug_env, debug_log_path, keep_log, parse_nccl_log
 from clusterbench.runtime.records import (
     End,
     Error,
@@ -55,31 +64,35 @@ from clusterbench.runtime.records import (
     NcclRecord,
     RankLog,
     RankLogWriteError,
-    Record,
     Skip,
     Start,
+    describe_write_error,
     read_rank_file,
-    read_records,
 )
 from clusterbench.runtime.watchdog import Deadline
-from clusterbench.schema import Finding, NcclRankInfo, Results
+from clusterbench.schema import Finding, NcclRankInfo
 
 __all__ = ["BenchmarkFailed", "worker_main"]
 
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a process ended by Ctrl-C
+TERMINATED = "terminated by the launcher (SIGTERM)"
+
+_FINAL = threading.Lock()
+"""Taken by whichever says how this rank ends, the main thread or the SIGTERM watcher: one
+report, then the process exits."""
 
 
 def worker_main(spec: RunSpec) -> None:
     """Entry point of one worker (spawned by launch_local, or the process itself when joined)."""
     for module in spec.plugin_modules:
         importlib.import_module(module)
-    ctx = make_context(spec)
+    ctx = _join_world(spec)
     _check_agreement(ctx, spec)
+    _check_nodes(ctx, spec)
     if not spec.run_dir:
         _share_run_dir(ctx, spec)
-    store = None if spec.self_launched else _flight_store()
+    store = None if spec.self_launched else flight_store()
     collector: Collector = FileCollector() if spec.self_launched else GatherCollector(spec, store)
-    log = RankLog(Path(spec.run_dir), ctx.rank, keep_unsent=collector.gathers)
+    log = _open_rank_log(ctx, spec, keep_unsent=collector.gathers)
     key = store_key(ctx.rank)
     ctx.flight = FlightRecorder(
         flight_path(Path(spec.run_dir), ctx.rank),
@@ -87,27 +100,55 @@ def worker_main(spec: RunSpec) -> None:
         host=ctx.host,
         publish=None if store is None else (lambda text: store.set(key, text)),
     )
+    if not spec.self_launched:  # clusterbench's own launch reads the ranks' files instead
+        on_sigterm(lambda interrupted: _terminated(ctx, log=log, collector=collector,
+                                                   interrupted=interrupted))  # fmt: skip
     try:
         run_benchmarks(ctx, spec=spec, log=log, collector=collector)
     except KeyboardInterrupt:
-        with contextlib.suppress(RankLogWriteError):  # a full disk: the launcher still knows
-            log.write(Interrupted(benchmark=ctx.benchmark or None))
-        collector.interrupted(ctx)
-        hard_exit(collector.interrupted_exit_code)
+        with _FINAL:
+            with contextlib.suppress(RankLogWriteError):  # a full disk: the launcher knows
+                log.write(Interrupted(benchmark=ctx.benchmark or None))
+            collector.interrupted(ctx)
+            hard_exit(collector.interrupted_exit_code)
     except BenchmarkFailed as failure:
-        collector.failed(ctx, log)
-        if failure.while_waiting or failure.in_collective:
-            # A peer may have failed first; let the launcher see its exit before ours.
-            time.sleep(1.0)
-        hard_exit(EXIT_RUN_ERROR)
+        with _FINAL:
+            collector.failed(ctx, log)
+            if failure.while_waiting or failure.in_collective:
+                # A peer may have failed first; let the launcher see its exit before ours.
+                time.sleep(1.0)
+            hard_exit(EXIT_RUN_ERROR)
     except RankLogWriteError as exc:  # the disk under --out is full or failing
-        if not spec.self_launched:  # else the parent reports it
-            print(f"clusterbench: rank {ctx.rank} on host {ctx.host}: {exc}", file=sys.stderr)
-        collector.failed(ctx, log)
-        hard_exit(EXIT_RUN_ERROR)
+        with _FINAL:
+            if not spec.self_launched:  # else the parent reports it
+                print(f"clusterbench: rank {ctx.rank} on host {ctx.host}: {exc}", file=sys.stderr)
+            with contextlib.suppress(RankLogWriteError):  # it may fit now, or still not
+                where = "" if ctx.benchmark else f"rank {ctx.rank} on host {ctx.host}: "
+                log.write(Error(benchmark=ctx.benchmark or None, message=f"{where}{exc}"))
+            collector.failed(ctx, log)
+            hard_exit(EXIT_RUN_ERROR)
     finally:
         ctx.flight.close()
         log.close()
+
+
+def _terminated(ctx: DistContext, *, log: RankLog, collector: Collector, interrupted: bool) -> None:
+    """The launcher ends this rank (torchrun does when another of its node's workers died):
+    say so in the flight record and the rank file; rank 0 then writes results.json naming the
+    rank that caused it (its heartbeat stopped first) and the ranks that waited for it."""
+    if ctx.flight is not None:
+        ctx.flight.end("interrupted (SIGINT, then SIGTERM)" if interrupted else TERMINATED)
+    if not _FINAL.acquire(blocking=False):
+        return  # the main thread is saying how the run ended; it exits when done
+    with contextlib.suppress(RankLogWriteError):
+        bench = ctx.benchmark or None
+        log.write(Interrupted(benchmark=bench) if interrupted else
+                  Error(benchmark=bench, message=TERMINATED, while_waiting=True))  # fmt: skip
+    if interrupted:
+        collector.interrupted(ctx)
+        hard_exit(collector.interrupted_exit_code)
+    collector.failed(ctx, log)
+    hard_exit(EXIT_RUN_ERROR)
 
 
 class BenchmarkFailed(Exception):
@@ -122,6 +163,83 @@ def hard_exit(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _join_world(spec: RunSpec) -> DistContext:
+    """The context of this rank once every rank has joined, or (srun/mpirun) one line naming
+    the ranks that came within the join timeout, results.json failed, and exit 3."""
+    try:
+        return make_context(spec)
+    except JoinTimeout as exc:
+        if exc.report and int(os.environ["RANK"]) == 0:
+            _report_start_failure(spec, message=str(exc), world_size=int(os.environ["WORLD_SIZE"]))
+        elif exc.report:
+            print(f"clusterbench: run failed: {exc}", file=sys.stderr)
+        hard_exit(EXIT_RUN_ERROR)
+        raise  # not reached: for the type checker
+
+
+def _check_nodes(ctx: DistContext, spec: RunSpec) -> None:
+    """Fewer nodes than ``--expect-nodes`` joined (torchrun's rendezvous gave up waiting for
+    the others): rank 0 names the nodes that came, every rank stops with exit 3."""
+    expected = spec.expect_nodes
+    if expected is None or ctx.num_nodes >= expected:
+        return
+    message = (
+        f"only {ctx.num_nodes} of {expected} nodes joined the run: {', '.join(ctx.hosts)}; "
+        f"the other {expected - ctx.num_nodes} did not join within the rendezvous' join "
+        "timeout (start every node within it: clusterbench launch --join-timeout)"
+    )
+    try:
+        if ctx.rank == 0:
+            _report_start_failure(spec, message=message, world_size=ctx.world_size)
+    finally:
+        ctx.barrier()  # the other ranks wait for rank 0's report: their end would end it
+    hard_exit(EXIT_RUN_ERROR)
+
+
+def _report_start_failure(spec: RunSpec, *, message: str, world_size: int) -> None:
+    """Rank 0, when the run cannot start: a run folder whose results.json says ``failed``
+    with this one error, and one line on stderr."""
+    local_rank = os.environ.get("LOCAL_RANK", "0")
+    device = f"{'cuda' if spec.device_type == 'cuda' else 'cpu'}:{local_rank}"
+    try:
+        run_dir = prepare_run_dir(spec.out, workers=world_size)
+        spec.run_dir, spec.run_id = str(run_dir), run_dir.name
+        log = RankLog(run_dir, 0)
+        log.write(Hello(host=socket.gethostname(), local_rank=int(local_rank), device=device))
+        log.write(Error(benchmark=None, message=message))
+        log.close()
+        finalize(spec, records=read_rank_file(log.path), failures=[], world_size=world_size,
+                 flights={})  # fmt: skip
+    except (ConfigError, ResultsWriteError, OSError) as exc:
+        print(f"clusterbench: run failed: {message}; results not written: {exc}", file=sys.stderr)
+        return
+    print(f"clusterbench: run failed: {message}; results kept in {run_dir}", file=sys.stderr)
+
+
+def _open_rank_log(ctx: DistContext, spec: RunSpec, *, keep_unsent: bool) -> RankLog:
+    """Every rank opens its partial file, and they agree on it: a rank that cannot (a full or
+    failing disk) stops them all, rank 0 saying in one line which and why; exit 3."""
+    run_dir = Path(spec.run_dir)
+    log, error = None, None
+    try:
+        log = RankLog(run_dir, ctx.rank, keep_unsent=keep_unsent)
+    except OSError as exc:
+        path = run_dir / "ranks" / f"rank-{ctx.rank:05d}.jsonl"
+        error = f"rank {ctx.rank} on host {ctx.host}: cannot write rank file: " + (
+            describe_write_error(exc, path)
+        )
+    failed = [e for e in ctx.all_gather(error) if e]
+    if log is not None and not failed:
+        return log
+    if ctx.rank == 0:
+        more = f" (and {len(failed) - 1} other rank(s))" if len(failed) > 1 else ""
+        print(f"clusterbench: error: {failed[0]}{more}", file=sys.stderr)
+    if log is not None:
+        log.close()
+    hard_exit(EXIT_RUN_ERROR)
+    raise AssertionError("not reached")
 
 
 def make_context(spec: RunSpec) -> DistContext:
@@ -140,8 +258,9 @@ def make_context(spec: RunSpec) -> DistContext:
         device = torch.device("cpu")
     set_rank_threads(local_world)  # without: 21 images/s decoded (docs/results/H200-level3.md)
     backend = "nccl" if spec.device_type == "cuda" else "gloo"
-    init_distributed(backend=backend, device=device, timeout_s=spec.config.timeout_s)
     host = socket.gethostname()
+    init_distributed(backend=backend, device=device, timeout_s=spec.config.timeout_s,
+                     join_timeout_s=spec.join_timeout_s, host=host)  # fmt: skip
     ctx = DistContext(
         run_dir=Path(spec.run_dir) if spec.run_dir else None,
         rank=rank,
@@ -154,8 +273,8 @@ def make_context(spec: RunSpec) -> DistContext:
         device=device,
         backend=backend,
     )
-    hosts = list(dict.fromkeys(ctx.all_gather(host)))
-    ctx.node_rank, ctx.num_nodes = hosts.index(host), len(hosts)
+    ctx.hosts = list(dict.fromkeys(ctx.all_gather(host)))
+    ctx.node_rank, ctx.num_nodes = ctx.hosts.index(host), len(ctx.hosts)
     return ctx
 
 
@@ -236,10 +355,16 @@ def run_benchmarks(ctx: DistContext, *, spec: RunSpec, log: RankLog, collector: 
             _run_one(ctx, bench=bench, cfg=cfg, log=log, timeout_s=spec.config.timeout_s)
             bar.finish()
             collector.after_benchmark(ctx, log)
+    ctx.benchmark = ""
     if spec.nccl_debug and spec.device_type == "cuda":
         _keep_nccl_log(ctx, run_dir=Path(spec.run_dir), log=log)
-    ctx.barrier()
-    collector.finished(ctx)
+    try:
+        ctx.barrier()
+    except Exception as exc:  # a peer failed after its last benchmark (e.g. a full disk)
+        log.write(Error(message=f"{type(exc).__name__}: {exc}", while_waiting=True))
+        raise BenchmarkFailed(while_waiting=True) from exc
+    with _FINAL:
+        collector.finished(ctx)
     if dist.is_initialized():
         dist.destroy_process_group()
 
@@ -258,6 +383,9 @@ def _run_one(
     ctx: DistContext, *, bench: registry.Benchmark, cfg: Any, log: RankLog, timeout_s: float
 ) -> None:
     def on_timeout() -> None:
+        if ctx.run_dir is not None:  # py-spy, where installed: the stack of the rank that hangs
+            save_stalled_stacks(ctx.run_dir, rank=ctx.rank, host=ctx.host,
+                                include_self=not ctx.waiting)  # fmt: skip
         message = f"no result after {timeout_s:g} s (timeout)"
         log.write(
             Error(benchmark=bench.name, message=message, while_waiting=ctx.waiting, timeout=True)
@@ -309,147 +437,12 @@ def _keep_nccl_log(ctx: DistContext, *, run_dir: Path, log: RankLog) -> None:
     if not source.exists():
         return
     target = run_dir / "nccl" / f"rank-{ctx.rank:05d}.log"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(str(source), target)
+    try:
+        keep_log(source, target)
+    except OSError as exc:  # a full or failing disk: one line, the log stays where NCCL wrote it
+        raise RankLogWriteError(
+            f"cannot keep the NCCL log: {describe_write_error(exc, target)} (it stays in {source})"
+        ) from None
     info = parse_nccl_log(target.read_text(encoding="utf-8", errors="replace"))
     rel = str(target.relative_to(run_dir))
     log.write(NcclRecord(data=NcclRankInfo(rank=ctx.rank, host=ctx.host, log=rel, **info)))
-
-
-# ----------------------------------------------------------------------------- collectors
-
-
-class Collector(Protocol):
-    """How this rank's records reach results.json."""
-
-    gathers: bool
-    """Records also travel over the network (RankLog keeps them until gathered)."""
-    interrupted_exit_code: int
-
-    def after_benchmark(self, ctx: DistContext, log: RankLog) -> None: ...
-
-    def finished(self, ctx: DistContext) -> None: ...
-
-    def failed(self, ctx: DistContext, log: RankLog) -> None: ...
-
-    def interrupted(self, ctx: DistContext) -> None: ...
-
-
-class FileCollector:
-    """clusterbench started the workers: the parent reads each rank's file when they end."""
-
-    gathers = False
-    interrupted_exit_code = EXIT_INTERRUPTED
-
-    def after_benchmark(self, ctx: DistContext, log: RankLog) -> None:
-        pass
-
-    def finished(self, ctx: DistContext) -> None:
-        pass
-
-    def failed(self, ctx: DistContext, log: RankLog) -> None:
-        pass
-
-    def interrupted(self, ctx: DistContext) -> None:
-        pass
-
-
-class GatherCollector:
-    """A launcher started the workers: rank 0 gathers and writes results.json as the run goes."""
-
-    gathers = True
-    interrupted_exit_code = EXIT_RUN_ERROR
-
-    def __init__(self, spec: RunSpec, store: dist.Store | None = None) -> None:
-        self.spec = spec
-        self.store = store
-        """The run's store, where every rank also keeps its flight record (other nodes'
-        files are not visible to rank 0)."""
-        self.gathered: list[Record] = []
-
-    def after_benchmark(self, ctx: DistContext, log: RankLog) -> None:
-        """Rank 0 collects every rank's new records and rewrites results.json."""
-        everyone = ctx.gather_to_root(log.take_unsent())
-        if ctx.rank != 0 or everyone is None:
-            return
-        for recs in everyone:
-            self.gathered.extend(recs)
-        # A full disk does not stop the measuring: the final write tries again and a failure
-        # there reaches the CLI (with the results from memory).
-        with contextlib.suppress(ResultsWriteError):
-            finalize(self.spec, records=self.gathered, failures=[], world_size=ctx.world_size,
-                     running=True)  # fmt: skip
-
-    def finished(self, ctx: DistContext) -> None:
-        if ctx.rank == 0:
-            self._finish(ctx.world_size)
-
-    def failed(self, ctx: DistContext, log: RankLog) -> None:
-        """No parent assembles the run: the ranks say what happened.
-
-        A rank that failed on its own says so on stderr; rank 0 rewrites results.json from what
-        it gathered and what the partial files it can see hold, and names the first cause.
-        """
-        mine = [r for r in read_rank_file(log.path) if isinstance(r, Error)]
-        if mine and not (mine[-1].while_waiting or mine[-1].in_collective):
-            print(f"clusterbench: rank {ctx.rank} on host {ctx.host} failed in "
-                  f"{mine[-1].benchmark}: {mine[-1].message}", file=sys.stderr)  # fmt: skip
-        if ctx.rank != 0:
-            return
-        if not mine or mine[-1].while_waiting or mine[-1].in_collective:
-            # let the rank that failed first write its record, and the heartbeats of the ranks
-            # still alive go on past the error (a dead rank's stopped before it)
-            time.sleep(2.0)
-        try:
-            results = self._finish(ctx.world_size)
-        except ResultsWriteError as exc:
-            if exc.results.errors:
-                print(f"clusterbench: run failed: {exc.results.errors[0].message}",
-                      file=sys.stderr)  # fmt: skip
-            print(f"clusterbench: error: {exc}", file=sys.stderr)
-            return
-        if results.errors:
-            print(f"clusterbench: run failed: {results.errors[0].message}; results kept in "
-                  f"{self.spec.run_dir}", file=sys.stderr)  # fmt: skip
-
-    def interrupted(self, ctx: DistContext) -> None:
-        if ctx.rank == 0:
-            try:
-                self._finish(ctx.world_size, interrupted=True)
-            except ResultsWriteError as exc:
-                print(f"clusterbench: interrupted; error: {exc}", file=sys.stderr)
-                return
-            print(f"clusterbench: interrupted; results kept in {self.spec.run_dir}",
-                  file=sys.stderr)  # fmt: skip
-
-    def _finish(self, world_size: int, *, interrupted: bool = False) -> Results:
-        records = dedupe([*self.gathered, *read_records(Path(self.spec.run_dir))])
-        flights = {**self._stored_flights(world_size), **read_flights(Path(self.spec.run_dir))}
-        return finalize(self.spec, records=records, failures=[], world_size=world_size,
-                        interrupted=interrupted, flights=flights)  # fmt: skip
-
-    def _stored_flights(self, world_size: int) -> dict[int, FlightState]:
-        out: dict[int, FlightState] = {}
-        if self.store is None:
-            return out
-        for rank in range(world_size):
-            try:
-                if self.store.check([store_key(rank)]):
-                    state = parse_flight(self.store.get(store_key(rank)))
-                    if state is not None:
-                        out[rank] = state
-            except RuntimeError:  # the store went with its host: what the files say must do
-                break
-        return out
-
-
-def _flight_store() -> dist.Store | None:
-    """A client of the run's store (the launcher's MASTER_ADDR:MASTER_PORT), its own connection
-    so that the heartbeat thread never shares one with the main thread."""
-    addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
-    if not addr or not port:
-        return None
-    try:
-        return dist.TCPStore(addr, int(port), is_master=False, timeout=timedelta(seconds=10))
-    except (RuntimeError, ValueError):
-        return None

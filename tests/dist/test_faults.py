@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -80,9 +81,45 @@ def test_a_stopped_worker_is_the_culprit(tmp_path: Path) -> None:
     os.kill(pid, signal.SIGSTOP)
     try:
         _first_line_names_rank1(proc, out, "stopped responding during collectives")
+        _stack_of_rank1_kept(out)
     finally:
         for sig in (signal.SIGCONT, signal.SIGKILL):
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 break
+
+
+def _stack_of_rank1_kept(out: Path) -> None:
+    """py-spy (the test extra installs it) read the stopped rank's Python stack: kept in the
+    run folder, named in its error, and showing where in clusterbench it stopped."""
+    if shutil.which("py-spy") is None and not (Path(sys.executable).parent / "py-spy").exists():
+        pytest.skip("py-spy is not installed")
+    stack = out / "ranks" / "rank-00001.stack.txt"
+    assert stack.exists(), sorted(p.name for p in (out / "ranks").iterdir())
+    text = stack.read_text()
+    assert text.startswith(f"# rank 1 on host {HOST}, no heartbeat for ")
+    assert "clusterbench" in text and "run_benchmarks" in text and "collectives" in text, text
+    results = load_results(out)
+    assert f"its Python stack: {stack}" in results.errors[0].message
+
+
+def test_a_stack_py_spy_cannot_read_is_one_line_of_why(tmp_path: Path) -> None:
+    """py-spy on a process that is not Python fails: the run keeps its reason in one line,
+    and the culprit's error names it, instead of a stack."""
+    from clusterbench.runtime.flight import FlightState, read_stacks, save_stack
+
+    if shutil.which("py-spy") is None and not (Path(sys.executable).parent / "py-spy").exists():
+        pytest.skip("py-spy is not installed")
+    (tmp_path / "ranks").mkdir()
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        state = FlightState(rank=3, host=HOST, pid=sleeper.pid)
+        assert save_stack(tmp_path, state, why="no heartbeat for 20 s")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert not (tmp_path / "ranks" / "rank-00003.stack.txt").exists()
+    reason = (tmp_path / "ranks" / "rank-00003.stack-failed.txt").read_text()
+    assert reason.count("\n") == 1 and "Stack backtrace" not in reason and reason.strip()
+    assert read_stacks(tmp_path) == {3: f"py-spy could not read its Python stack: {reason.strip()}"}

@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from tests.helpers import cli
 
 import clusterbench
 from clusterbench.finalize import ResultsWriteError, write_results
+from clusterbench.runtime.nccl_debug import debug_log_path
 from clusterbench.runtime.records import (
     End,
     Error,
@@ -30,6 +33,8 @@ from clusterbench.runtime.records import (
     parse_record,
 )
 from clusterbench.schema import Results
+from clusterbench.worker import _keep_nccl_log
+from tests.helpers import one_rank_ctx
 
 pytestmark = pytest.mark.dist
 
@@ -53,17 +58,19 @@ def _run_args(out: Path, shapes: int) -> list[str]:
 
 
 @pytest.fixture
-def tmpfs(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
-    """``tmpfs(KIB)``: a fresh tmpfs of that size, unmounted after the test."""
+def tmpfs(tmp_path: Path) -> Iterator[Callable[..., Path]]:
+    """``tmpfs(KIB, inodes=N)``: a fresh tmpfs of that size (and at most N files and folders,
+    itself included), unmounted after the test."""
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
     mounted: list[Path] = []
 
-    def mount(size_kib: int) -> Path:
+    def mount(size_kib: int, *, inodes: int | None = None) -> Path:
         where = tmp_path / f"tmpfs-{len(mounted)}"
         where.mkdir()
+        options = f"size={size_kib}k" + (f",nr_inodes={inodes}" if inodes else "")
         proc = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", str(where)],
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)],
             capture_output=True, text=True, check=False,
         )  # fmt: skip
         if proc.returncode != 0:
@@ -73,7 +80,8 @@ def tmpfs(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
 
     yield mount
     for where in reversed(mounted):
-        subprocess.run(["umount", str(where)], check=False)
+        if subprocess.run(["umount", str(where)], capture_output=True, check=False).returncode:
+            subprocess.run(["umount", "-l", str(where)], check=False)  # a file still open
 
 
 def _error_lines(stderr: str) -> list[str]:
@@ -215,3 +223,79 @@ def test_a_far_too_small_out_is_refused_before_anything_is_written(
     ]
     assert list(mount.iterdir()) == []
     assert shutil.disk_usage(mount).used == 0
+
+
+def _srun_tasks(out: Path, *, port: int) -> list[subprocess.Popen[str]]:
+    """Two ranks with the variables srun sets (a launcher's run: no clusterbench parent)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE"))}
+    procs = []
+    for rank in range(2):
+        env = {**base, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank),
+               "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_TASKS_PER_NODE": "2",
+               "SLURM_JOB_ID": str(port), "SLURM_LAUNCH_NODE_IPADDR": "127.0.0.1",
+               "MASTER_PORT": str(port), "PYTHONUNBUFFERED": "1"}  # fmt: skip
+        argv = [sys.executable, "-m", "clusterbench", "run", "--device", "cpu", "--only", "gemm",
+                "--set", "gemm.shapes=64x64x64", "--out", str(out)]  # fmt: skip
+        procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))  # fmt: skip
+    return procs
+
+
+def test_a_rank_file_that_cannot_be_opened_stops_every_rank(
+    tmpfs: Callable[..., Path],
+) -> None:
+    """A tmpfs with room for only one rank file (4 inodes: itself, the run folder, ranks/ and
+    one file): the other rank cannot open its own.  Every rank stops at once, rank 0 saying
+    in one line which rank and why; exit 3; nothing half-written."""
+    mount = tmpfs(TMPFS_KIB, inodes=4)
+    out = mount / "run"
+    procs = _srun_tasks(out, port=29571)
+    done = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [3, 3], done
+    assert "Traceback" not in done[0][1] + done[1][1]
+    (line,) = _error_lines(done[0][1])
+    assert line.startswith("clusterbench: error: rank ")
+    rank = int(line.split()[3])
+    assert line == (
+        f"clusterbench: error: rank {rank} on host {socket.gethostname()}: cannot write rank "
+        f"file: no space left on {out / 'ranks' / f'rank-{rank:05d}.jsonl'}"
+    )
+    assert _error_lines(done[1][1]) == []
+    assert not [p for p in mount.rglob("*") if p.name.endswith(".tmp")]
+    for path in mount.rglob("rank-*.jsonl"):  # the file that opened has nothing torn in it
+        assert path.read_text() == "" or path.read_text().endswith("\n")
+
+
+def test_an_nccl_log_that_does_not_fit_stays_where_nccl_wrote_it(
+    tmpfs: Callable[..., Path],
+) -> None:
+    """--nccl-debug moves each rank's NCCL log into the run folder after the run: on a full
+    disk that is one line (the rank then stops, exit 3, as for its rank file), no partial copy,
+    and the log is kept where NCCL wrote it; with room it is moved whole and recorded."""
+    ctx = one_rank_ctx("collectives")
+    ctx.rank = 4242  # a log name no real run uses
+    source = debug_log_path(ctx.rank)
+    text = "".join(f"vm:1:2 [0] NCCL INFO Channel {i:02d} : 0[0] -> 1[1] via P2P/CUMEM\n"
+                   for i in range(4000))  # fmt: skip
+    source.write_text(text)
+    try:
+        full = tmpfs(64)
+        log = RankLog(full, ctx.rank)
+        with pytest.raises(RankLogWriteError) as caught:
+            _keep_nccl_log(ctx, run_dir=full, log=log)
+        log.close()  # else the tmpfs is busy and cannot be unmounted
+        target = full / "nccl" / "rank-04242.log"
+        assert str(caught.value) == (
+            f"cannot keep the NCCL log: no space left on {target} (it stays in {source})"
+        )
+        assert sorted(p.name for p in (full / "nccl").iterdir()) == []
+        assert source.read_text() == text
+        roomy = tmpfs(4096)
+        log = RankLog(roomy, ctx.rank)
+        _keep_nccl_log(ctx, run_dir=roomy, log=log)
+        log.close()
+        assert (roomy / "nccl" / "rank-04242.log").read_text() == text and not source.exists()
+        (record,) = [parse_record(x) for x in log.path.read_text().splitlines()]
+        assert record.kind == "nccl" and record.data.transports == {"P2P": 4000}
+    finally:
+        source.unlink(missing_ok=True)

@@ -42,11 +42,16 @@ def _after(argv: list[str], flag: str) -> str:
 def test_torchrun_command() -> None:
     argv = _command_line(torchrun_command(SPEC))
     assert argv[0] == "torchrun"
-    assert _after(argv, "--nnodes") == "4" and _after(argv, "--nproc-per-node") == "8"
+    # the rendezvous starts with the nodes that came within the join timeout (300 s) ...
+    assert _after(argv, "--nnodes") == "1:4" and _after(argv, "--nproc-per-node") == "8"
+    assert _after(argv, "--rdzv-conf") == "join_timeout=600,last_call_timeout=300"
+    assert _after(argv, "--max-restarts") == "0"
     assert _after(argv, "--rdzv-backend") == "c10d"
     assert _after(argv, "--rdzv-endpoint") == "FIRST_NODE_ADDRESS:29500"
+    # ... and the run, told how many to expect, stops naming them when one is missing
     assert argv[argv.index("-m") :] == [
-        *("-m", "clusterbench", "run", "--suite", "standard", "--only", "network")
+        *("-m", "clusterbench", "run", "--suite", "standard", "--expect-nodes", "4"),
+        *("--join-timeout", "300", "--only", "network"),
     ]
     text = torchrun_command(LaunchSpec(nodes=2, gpus_per_node=1, master_addr="10.0.0.1"))
     assert "every" in text.splitlines()[0] or "each" in text.splitlines()[0]
@@ -80,7 +85,10 @@ def test_mpi_command() -> None:
     exported = [argv[i + 1] for i, a in enumerate(argv) if a == "-x"]
     assert "MASTER_PORT=29500" in exported
     assert any(x.startswith("MASTER_ADDR=") for x in exported)
-    assert argv[-6:] == ["clusterbench", "run", "--suite", "standard", "--only", "network"]
+    assert argv[-10:] == [
+        *("clusterbench", "run", "--suite", "standard", "--expect-nodes", "4"),
+        *("--join-timeout", "300", "--only", "network"),
+    ]
 
 
 def test_k8s_manifest_yaml_structure() -> None:
@@ -111,7 +119,10 @@ def test_k8s_manifest_yaml_structure() -> None:
             "--node-rank=$(RANK)",
             "--master-addr=$(MASTER_ADDR)",
             "--master-port=$(MASTER_PORT)",
-            *("-m", "clusterbench", "run", "--suite", "standard", "--only", "network"),
+            "--max-restarts=0",
+            "--rdzv-conf=timeout=300",
+            *("-m", "clusterbench", "run", "--suite", "standard", "--expect-nodes", "4"),
+            *("--join-timeout", "300", "--only", "network"),
         ]
         assert container["ports"] == [{"name": "pytorchjob-port", "containerPort": 29500}]
         assert container["resources"] == {"limits": {"nvidia.com/gpu": 8}}
@@ -190,8 +201,8 @@ def test_k8s_results_volume_is_mounted_and_out_points_into_it(
         ]
         run = container["args"][container["args"].index("-m") + 1 :]
         assert run == [
-            *("clusterbench", "run", "--suite", "quick", "--out", "/results/llama-bench"),
-            *("--only", "network"),
+            *("clusterbench", "run", "--suite", "quick", "--expect-nodes", "3"),
+            *("--join-timeout", "300", "--out", "/results/llama-bench", "--only", "network"),
         ]
     # the printed text says where the results land; JSON (no comments) is the same manifest
     assert text.startswith("# results land in /results/llama-bench in the Master pod: ")
@@ -321,3 +332,24 @@ def test_cli_launch_k8s_says_on_stderr_where_results_land(tmp_path: Path) -> Non
     assert master["volumes"][-1]["hostPath"]["path"] == "/data/cb"
     result = runner.invoke(app, ["launch", "--torchrun", "--nodes", "2", "--gpus-per-node", "8"])
     assert result.exit_code == 0 and result.stderr == ""
+
+
+def test_the_join_timeout_comes_from_the_option_or_the_runs_timeout() -> None:
+    def conf(spec: LaunchSpec) -> tuple[str, str]:
+        argv = _command_line(torchrun_command(spec))
+        return _after(argv, "--rdzv-conf"), _after(argv, "--join-timeout")
+
+    assert conf(LaunchSpec(nodes=2, gpus_per_node=1, join_timeout_s=20)) == (
+        "join_timeout=40,last_call_timeout=20",
+        "20",
+    )
+    short = LaunchSpec(nodes=2, gpus_per_node=1, run_args=("--timeout", "59.5"))
+    assert conf(short) == ("join_timeout=120,last_call_timeout=60", "60")
+    one = _command_line(torchrun_command(LaunchSpec(nodes=1, gpus_per_node=2)))
+    assert _after(one, "--nnodes") == "1" and "--rdzv-conf" not in one
+    assert "--expect-nodes" not in one
+    assert "--join-timeout 300" in slurm_script(SPEC) and "--join-timeout 300" in mpi_command(SPEC)
+    with pytest.raises(ValueError, match="--join-timeout must be at least 1 s"):
+        LaunchSpec(nodes=2, gpus_per_node=1, join_timeout_s=0)
+    with pytest.raises(ValueError, match="--expect-nodes: set by the launch command itself"):
+        LaunchSpec(nodes=2, gpus_per_node=1, run_args=("--expect-nodes", "3"))

@@ -7,6 +7,7 @@ per rail, node pairs) are added by the collective benchmarks.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from clusterbench.schema import GpuInfo, HostInfo, Measurement, ParamValue, Refe
 
 __all__ = [
     "DistContext",
+    "JoinTimeout",
     "NullProgress",
     "Progress",
     "cores_per_rank",
@@ -74,6 +76,8 @@ class DistContext:
     num_nodes: int
     host: str
     device: torch.device
+    hosts: list[str] = field(default_factory=list)
+    """Every node's hostname, in node order (filled in once the world has joined)."""
     backend: str
     """'nccl' on GPUs, 'gloo' on CPUs."""
     gpu: GpuInfo | None = None
@@ -209,14 +213,134 @@ def set_rank_threads(local_world_size: int, env: dict[str, str] | None = None) -
     return torch.get_num_threads()
 
 
-def init_distributed(*, backend: str, device: torch.device, timeout_s: float) -> None:
-    """Join the world group from the launcher's environment (MASTER_ADDR/PORT, RANK, ...)."""
+class JoinTimeout(RuntimeError):
+    """Not every rank joined the run within the join timeout (its message says who did).
+
+    ``report``: this rank is the one to say so (rank 0; or a rank that found no rank 0)."""
+
+    def __init__(self, message: str, *, report: bool) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+def init_distributed(
+    *,
+    backend: str,
+    device: torch.device,
+    timeout_s: float,
+    join_timeout_s: float | None = None,
+    host: str = "",
+) -> None:
+    """Join the world group from the launcher's environment (MASTER_ADDR/PORT, RANK, ...).
+
+    ``join_timeout_s``: under srun or mpirun (every process a rank, no torchrun agent holding
+    the run's store) rank 0 waits this long for every rank to join its store, and else raises
+    :class:`JoinTimeout` naming the ranks and hosts that came (on every rank that came).
+    Under torchrun (and clusterbench's own launch) the agent's rendezvous has already joined
+    the world.
+    """
     if dist.is_initialized():
         return
     kwargs: dict[str, Any] = {"backend": backend, "timeout": timedelta(seconds=timeout_s)}
     if backend == "nccl":
         torch.cuda.set_device(device)
         kwargs["device_id"] = device
-    dist.init_process_group(
-        rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]), **kwargs
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if join_timeout_s is not None and world_size > 1 and "TORCHELASTIC_RUN_ID" not in os.environ:
+        store = _join_store(rank=rank, world_size=world_size, timeout_s=join_timeout_s,
+                            host=host)  # fmt: skip
+        store.set_timeout(timedelta(seconds=timeout_s))
+        kwargs["store"] = dist.PrefixStore("clusterbench/world", store)
+    dist.init_process_group(rank=rank, world_size=world_size, **kwargs)
+
+
+_JOINED = "clusterbench/join/count"
+_VERDICT = "clusterbench/join/verdict"
+_HEARD = "clusterbench/join/heard"
+
+
+def _join_key(rank: int) -> str:
+    return f"clusterbench/join/{rank}"
+
+
+def _join_store(*, rank: int, world_size: int, timeout_s: float, host: str) -> dist.TCPStore:
+    """The run's store, hosted by rank 0 at MASTER_ADDR:MASTER_PORT, once every rank is in it.
+
+    Each rank leaves its hostname under its own key; rank 0 counts them for ``timeout_s``
+    and then says, under one key, either '' (everyone came) or who came and who did not."""
+    addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    timeout = timedelta(seconds=timeout_s)
+    try:
+        store = dist.TCPStore(addr, port, is_master=rank == 0, timeout=timeout,
+                              wait_for_workers=False)  # fmt: skip
+    except RuntimeError:
+        if rank == 0:
+            raise
+        raise JoinTimeout(
+            f"rank {rank} on host {host}: rank 0 did not start its store at {addr}:{port} "
+            f"within {timeout_s:g} s (start every rank within --join-timeout)",
+            report=True,
+        ) from None
+    store.set(_join_key(rank), host)
+    store.add(_JOINED, 1)
+    if rank == 0:
+        _await_ranks(store, world_size=world_size, timeout_s=timeout_s)
+        return store
+    try:
+        # rank 0 may have started up to timeout_s after this rank, and then waits timeout_s
+        store.set_timeout(2 * timeout + timedelta(seconds=10))
+        verdict = store.get(_VERDICT).decode("utf-8", "replace")
+    except RuntimeError:
+        raise JoinTimeout(
+            f"rank {rank} on host {host}: rank 0 at {addr}:{port} never said that every rank "
+            "had joined",
+            report=True,
+        ) from None
+    if verdict:
+        store.add(_HEARD, 1)
+        raise JoinTimeout(verdict, report=False)
+    return store
+
+
+def _await_ranks(store: dist.TCPStore, *, world_size: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while store.add(_JOINED, 0) < world_size and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if store.add(_JOINED, 0) >= world_size:
+        store.set(_VERDICT, "")
+        return
+    came = {r: store.get(_join_key(r)).decode() for r in range(world_size)
+            if store.check([_join_key(r)])}  # fmt: skip
+    message = _who_joined(came, world_size=world_size, timeout_s=timeout_s)
+    store.set(_VERDICT, message)
+    # let the ranks that came read the verdict before this store goes with rank 0
+    until = time.monotonic() + 2.0
+    while store.add(_HEARD, 0) < len(came) - 1 and time.monotonic() < until:
+        time.sleep(0.05)
+    raise JoinTimeout(message, report=True)
+
+
+def _who_joined(came: dict[int, str], *, world_size: int, timeout_s: float) -> str:
+    """'only 3 of 4 ranks joined within 5 s, from 2 node(s): node0 (ranks 0-1), node1 (rank 2);
+    never came: rank 3'."""
+    by_host: dict[str, list[int]] = {}
+    for rank, host in sorted(came.items()):
+        by_host.setdefault(host, []).append(rank)
+    hosts = ", ".join(f"{h} ({_ranks_text(r)})" for h, r in by_host.items())
+    missing = [r for r in range(world_size) if r not in came]
+    return (
+        f"only {len(came)} of {world_size} ranks joined within {timeout_s:g} s, from "
+        f"{len(by_host)} node(s): {hosts}; never came: {_ranks_text(missing)}"
     )
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    """[0, 1, 2, 5] -> 'ranks 0-2, 5'; [3] -> 'rank 3'."""
+    spans: list[list[int]] = []
+    for r in sorted(ranks):
+        if spans and r == spans[-1][-1] + 1:
+            spans[-1].append(r)
+        else:
+            spans.append([r])
+    text = ", ".join(f"{s[0]}-{s[-1]}" if len(s) > 1 else str(s[0]) for s in spans)
+    return f"{'ranks' if len(ranks) > 1 else 'rank'} {text}"

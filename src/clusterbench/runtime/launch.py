@@ -3,18 +3,32 @@
 Outside a launcher, ``clusterbench run`` starts one worker per GPU (or 2 CPU workers) through
 torch's elastic launch API, the engine behind ``torchrun``.  Under ``torchrun``, ``srun`` or
 ``mpirun`` each process joins the run as a worker, its rank read from the launcher's variables.
+
+A launcher ends its workers with SIGTERM (torchrun, when one of a node's workers dies, stops
+the others); :func:`on_sigterm` lets a joined worker say what happened before it goes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
+import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["LauncherEnv", "WorkerFailure", "detect_launcher", "export_dist_env", "launch_local"]
+__all__ = [
+    "LauncherEnv",
+    "WorkerFailure",
+    "detect_launcher",
+    "export_dist_env",
+    "launch_local",
+    "on_sigterm",
+]
 
 LauncherKind = Literal["torchrun", "slurm", "mpi"]
 DEFAULT_MASTER_PORT = 29500
@@ -168,3 +182,47 @@ def _failure_message(failure: Any) -> str:
     if not text or text.startswith("To enable traceback"):
         return ""
     return text.splitlines()[0]
+
+
+SIGINT_BEFORE_S = 5.0
+"""A SIGTERM this soon after a SIGINT is the launcher passing on a Ctrl-C."""
+
+
+def on_sigterm(callback: Callable[[bool], None]) -> None:
+    """Call ``callback(interrupted)`` in a thread of its own when this process gets SIGTERM;
+    ``interrupted``: a SIGINT came just before it (Ctrl-C, which torchrun passes on as SIGTERM).
+
+    A Python signal handler runs only when the main thread gets back to Python, which it may
+    not do while it waits in a collective for a peer that died; Python's own C-level handler
+    writes the signal's number to the wakeup file at once, and a thread reads it from there.
+    Call from the main thread.  After a fork the child drops the wakeup file (it is not this
+    process's to write).
+    """
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)  # the thread does the work
+    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    os.register_at_fork(after_in_child=_drop_wakeup_fd)
+    watcher = threading.Thread(target=_watch_signals, args=(read_fd, callback),
+                               name="clusterbench-sigterm", daemon=True)  # fmt: skip
+    watcher.start()
+
+
+def _drop_wakeup_fd() -> None:
+    with contextlib.suppress(ValueError):  # forked from another thread than the main one
+        signal.set_wakeup_fd(-1)
+
+
+def _watch_signals(fd: int, callback: Callable[[bool], None]) -> None:
+    sigint_at: float | None = None
+    while True:
+        try:
+            data = os.read(fd, 64)
+        except OSError:
+            return
+        for signum in data:
+            if signum == signal.SIGINT:
+                sigint_at = time.monotonic()
+            elif signum == signal.SIGTERM:
+                callback(sigint_at is not None and time.monotonic() - sigint_at < SIGINT_BEFORE_S)
+                return

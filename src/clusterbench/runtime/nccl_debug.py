@@ -8,13 +8,16 @@ which algorithm and protocol each collective size used.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import shutil
 import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-__all__ = ["debug_env", "parse_nccl_log"]
+__all__ = ["debug_env", "keep_log", "parse_nccl_log"]
 
 # NCCL's enums (src/include/devcomm.h): NCCL_ALGO_* and NCCL_PROTO_* in declaration order.
 _ALGOS = ["TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"]
@@ -36,6 +39,29 @@ def debug_env(rank: int) -> dict[str, str]:
         "NCCL_DEBUG_SUBSYS": "INIT,GRAPH,NET,TUNING,ENV",
         "NCCL_DEBUG_FILE": str(debug_log_path(rank)),
     }
+
+
+def keep_log(source: Path, target: Path) -> None:
+    """Move NCCL's log into the run folder, whole or not at all.
+
+    Copied to a temporary file beside ``target`` (flushed to the disk) and renamed over it;
+    only then is ``source`` removed.  An OSError (a full or failing disk) leaves no temporary
+    file and ``source`` where it was.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        with open(source, "rb") as src, open(tmp, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+            dst.flush()
+            os.fsync(dst.fileno())
+        os.replace(tmp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
+    with contextlib.suppress(OSError):
+        source.unlink()
 
 
 def _name(value: str, names: list[str]) -> str:
