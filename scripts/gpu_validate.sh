@@ -90,18 +90,45 @@ python3 -m pytest tests/gpu -q -m gpu -p no:cacheprovider 2>&1 | tee "$OUT/pytes
 python3 -m clusterbench info >"$OUT/info.txt" 2>&1
 
 RUN_DIR="/tmp/cb-run-$SUITE-$$"
+HIST="$OUT/history.sqlite"
 start=$(date +%s.%N)
-python3 -m clusterbench run --suite "$SUITE" --out "$RUN_DIR" "$@" >"$OUT/run-$SUITE.log" 2>&1
+python3 -m clusterbench run --suite "$SUITE" --out "$RUN_DIR" --baseline builtin \
+  --history "$HIST" "$@" >"$OUT/run-$SUITE.log" 2>&1
 rc=$?
 end=$(date +%s.%N)
 cp "$RUN_DIR/results.json" "$OUT/results-$SUITE.json" 2>/dev/null
+cp "$RUN_DIR/comparison.json" "$OUT/comparison-builtin.json" 2>/dev/null
 cp "$RUN_DIR/summary.md" "$OUT/summary-$SUITE.md" 2>/dev/null
 tail -n 70 "$OUT/run-$SUITE.log"
 
+# Results over time: the Level 1 benchmarks again, compared with the run above (run-to-run
+# noise of an honest rerun on this GPU: nothing should come out as a regression).
+# RERUNS more runs go into the history; the last is compared with the first without the
+# history (the repeats alone) and with it (the run-to-run noise of the runs between).
+for i in $(seq 1 "${RERUNS:-4}"); do
+  RERUN_DIR="/tmp/cb-rerun-$$-$i"
+  python3 -m clusterbench run --suite "$SUITE" --only gemm,memory,transfer --out "$RERUN_DIR" \
+    --history "$HIST" "$@" >"$OUT/run-rerun-$i.log" 2>&1
+  echo "rerun $i (gemm,memory,transfer): exit $?"
+done
+python3 -m clusterbench compare "$RUN_DIR" "$RERUN_DIR" --no-history >"$OUT/compare.txt" 2>&1
+echo "compare first run -> last rerun, no history: exit $?"
+python3 -m clusterbench compare "$RUN_DIR" "$RERUN_DIR" --no-history --json \
+  >"$OUT/compare.json" 2>/dev/null
+python3 -m clusterbench compare "/tmp/cb-rerun-$$-1" "$RERUN_DIR" --history "$HIST" \
+  >"$OUT/compare-history.txt" 2>&1
+echo "compare rerun 1 -> last rerun, with the history: exit $?"
+python3 -m clusterbench history --history "$HIST" >"$OUT/history.txt" 2>&1
+python3 -m clusterbench history --history "$HIST" "gemm.tflops_best[dtype=bf16]" \
+  >>"$OUT/history.txt" 2>&1
+
 # Failure handling over NCCL: rank 1 raises; the run must end with exit 3 naming it.
-python3 -m clusterbench run --only memory,selftest --set selftest.fail_rank=1 --timeout 60 \
-  --set memory.ops=copy --out "/tmp/cb-fail-$$" >"$OUT/run-fail.log" 2>&1
-echo "planted failure (rank 1 raises): exit $? -- $(grep 'run failed' "$OUT/run-fail.log")"
+if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+  python3 -m clusterbench run --only memory,selftest --set selftest.fail_rank=1 --timeout 60 \
+    --set memory.ops=copy --out "/tmp/cb-fail-$$" >"$OUT/run-fail.log" 2>&1
+  fail_rc=$?
+  echo "planted failure (rank 1 raises): exit $fail_rc -- $(grep 'run failed' "$OUT/run-fail.log")"
+fi
 echo "clusterbench run --suite $SUITE $*: exit $rc, wall $(python3 -c "print(f'{$end-$start:.1f}')") s"
 python3 scripts/validate_table.py "$RUN_DIR/results.json" >"$OUT/table.txt"
 
@@ -122,5 +149,7 @@ if [ "${LEVEL2:-1}" = 1 ] && [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   cp /tmp/cb-sock-$$/results.json "$OUT/results-sockets.json"
 fi
 tar czf "$FINAL_OUT/logs.tgz" -C "$OUT" .
-cp "$OUT"/table.txt "$OUT"/results-*.json "$FINAL_OUT"/ 2>/dev/null
+cp "$OUT"/table.txt "$OUT"/results-*.json "$OUT"/compar*.json "$OUT"/compare*.txt \
+  "$OUT"/history.txt "$FINAL_OUT"/ 2>/dev/null
+grep -E "^rows:|^compare" "$OUT/run-$SUITE.log" "$OUT"/compare*.txt
 cat "$OUT/table.txt"

@@ -8,13 +8,21 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 from clusterbench.config import ConfigError
 from clusterbench.runspec import EXIT_RUN_ERROR, EXIT_USAGE
+from clusterbench.thresholds import Thresholds
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.baseline import Baseline
+    from clusterbench.analysis.compare import Comparison
+    from clusterbench.runner import RunOutcome
+    from clusterbench.schema import Results
 
 app = typer.Typer(
     name="clusterbench",
@@ -124,12 +132,51 @@ def run(
             help="Seconds one benchmark may take on one rank before the run is ended (default 900)."
         ),
     ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            help="At the end, compare the run with this baseline file ('clusterbench baseline "
+            "build'), an earlier run's folder or results.json, or 'builtin' (known-good figures "
+            "per GPU model): shown in the summary, saved as comparison.json, regressions added "
+            "to the findings (exit 1 on a fail).",
+        ),
+    ] = None,
+    expect_nodes: Annotated[
+        int | None,
+        typer.Option(
+            help="Nodes the run must span (the commands of 'clusterbench launch' set it): with "
+            "fewer, the run stops at once, naming the nodes that joined (exit 3)."
+        ),
+    ] = None,
+    join_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds the ranks have to join under srun/mpirun before the run stops, naming "
+            "the ranks and hosts that came (default 300, or --timeout when shorter)."
+        ),
+    ] = None,
+    history: Annotated[
+        Path | None,
+        typer.Option(
+            "--history",
+            help="Record the run in this history database (default: $CLUSTERBENCH_HISTORY, "
+            "else $XDG_DATA_HOME/clusterbench/history.sqlite, else "
+            "~/.local/share/clusterbench/history.sqlite); see 'clusterbench history --help'.",
+        ),
+    ] = None,
+    no_history: Annotated[
+        bool, typer.Option("--no-history", help="Do not record the run in the history.")
+    ] = False,
 ) -> None:
     """Run a suite on every GPU of this node (or join torchrun/srun/mpirun) and report."""
     from clusterbench.registry import summary_sections
     from clusterbench.report.console import render_summary
     from clusterbench.runner import run as run_suite
 
+    if history is not None and no_history:
+        raise _usage_error("--history and --no-history together: choose one")
+    against = _run_baseline(baseline)
     try:
         outcome = run_suite(
             suite=suite,
@@ -143,13 +190,22 @@ def run(
             timeout_s=timeout,
             nccl_debug=nccl_debug,
             oversubscribe=oversubscribe,
+            expect_nodes=expect_nodes,
+            join_timeout_s=join_timeout,
         )
     except ConfigError as exc:
         raise _usage_error(str(exc)) from None
+    comparison = None
+    if against is not None:
+        outcome, comparison = _with_baseline(outcome, against, history=history, use=not no_history)
     results = outcome.results
     if results is not None:
         console = _console()
         render_summary(results, summary_sections(results), console)
+        if comparison is not None:
+            from clusterbench.report.compare import render_comparison
+
+            render_comparison(comparison, console, findings=False)
         if outcome.error is not None:  # a full or failing disk: the summary above is from memory
             console.print(
                 f"results: not written; the ranks' records are in {outcome.run_dir}",
@@ -162,7 +218,26 @@ def run(
         elif results.errors:
             for err in results.errors[:1]:
                 typer.echo(f"clusterbench: run failed: {err.message}", err=True)
+    if results is not None and not no_history:
+        _record_history(results, run_dir=outcome.run_dir, path=history)
     raise typer.Exit(outcome.exit_code)
+
+
+def _record_history(results: Results, *, run_dir: Path, path: Path | None) -> None:
+    """Record the run; a history that cannot take it costs one warning line, not the run."""
+    from clusterbench.history import HistoryError, open_history
+
+    try:
+        with open_history(path) as store:
+            store.record(results, run_dir)
+    except HistoryError as exc:
+        typer.echo(
+            f"clusterbench: warning: history not recorded: {exc}; the run folder {run_dir} is "
+            "the record; rebuild with 'clusterbench history import DIR...'",
+            err=True,
+        )
+        return
+    _console().print(f"history: {store.path}", soft_wrap=True)
 
 
 @app.command("list")
@@ -252,6 +327,14 @@ def launch(
             "mounted at /results; the run's --out is /results/<name>)."
         ),
     ] = None,
+    join_timeout: Annotated[
+        int | None,
+        typer.Option(
+            help="Seconds every node (under srun/mpirun: every rank) has to join once the first "
+            "has started; a run missing one then stops, naming those that came (default 300, or "
+            "the run's --timeout when shorter)."
+        ),
+    ] = None,
 ) -> None:
     """Print the command or script that runs clusterbench on many nodes."""
     from clusterbench.config import check_suite_name
@@ -283,6 +366,7 @@ def launch(
             image=image or DEFAULT_IMAGE,
             results_pvc=results_pvc,
             results_host_path=results_host_path,
+            join_timeout_s=join_timeout,
         )
         text = render(launcher, spec, fmt="json" if fmt == "json" else "yaml")
     except ValueError as exc:
@@ -306,6 +390,433 @@ def schema() -> None:
     from clusterbench.schema import results_json_schema
 
     typer.echo(json.dumps(results_json_schema(), indent=2))
+
+
+# ----------------------------------------------------------------------------- history
+
+_HISTORY_HELP = """Recorded runs and a metric's trend over them.
+
+Every 'clusterbench run' is recorded in a local SQLite database: its metadata and every
+measurement, with its whole results.json.  The database is $CLUSTERBENCH_HISTORY, else
+$XDG_DATA_HOME/clusterbench/history.sqlite, else ~/.local/share/clusterbench/history.sqlite;
+--history PATH picks another (for 'run' too) and 'run --no-history' records nothing.  The run
+folders stay the record: 'import' rebuilds the database from them.
+
+\b
+  clusterbench history                       the newest runs (--limit N, --json)
+  clusterbench history SELECTOR              a metric's trend per host and device
+  clusterbench history import DIR...         record run folders (or folders of them)
+
+\b
+SELECTOR is BENCHMARK.METRIC[KEY=VALUE,...]@HOST/DEVICE; the brackets and @ are optional:
+  gemm.tflops_best                           every dtype, host and device
+  gemm.tflops[dtype=bf16,m=8192]             only these params
+  memory.bandwidth@node7                     one host (shell wildcards: @node*)
+  gemm.tflops_best@node7/cuda:3              one device of one host
+
+A change point is where the series moved to a new level: the medians before and after it
+differ by more than both the practical limit (thresholds.regression_min_rel, 5%; on CPU
+workers regression_min_rel_cpu, 30%; for latencies and durations also regression_min_abs_us /
+_s) and regression_noise_sigmas (3) x the run-to-run noise (1.4826 x the median change from
+one run to the next / sqrt 2), with at least 3 runs before it and 2 from it on.  --config FILE
+or --set thresholds.KEY=VALUE change them.
+
+Exit codes: 0 done; 1 import skipped some folders; 2 bad usage (an unknown selector: one line
+naming close matches); 3 the database could not be read or written.  'clusterbench history
+show --help' and 'clusterbench history import --help' list the options.
+"""
+
+
+class _HistoryGroup(TyperGroup):
+    """``history [SELECTOR]`` is ``history show [SELECTOR]``; ``history import`` imports."""
+
+    # ctx: click's Context, which typer vendors in some versions and imports in others
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
+            args = ["show", *args]
+        return super().parse_args(ctx, args)
+
+
+history_app = typer.Typer(
+    cls=_HistoryGroup, help=_HISTORY_HELP, rich_markup_mode=None, add_completion=False
+)
+app.add_typer(history_app, name="history")
+
+HistoryOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--history",
+        help="The history database (default: $CLUSTERBENCH_HISTORY, else "
+        "$XDG_DATA_HOME/clusterbench/history.sqlite, else "
+        "~/.local/share/clusterbench/history.sqlite).",
+    ),
+]
+_DEFAULT_LIST_LIMIT = 20
+
+
+@history_app.command("show")
+def history_show(
+    selector: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="SELECTOR",
+            help="BENCHMARK.METRIC[KEY=VALUE,...]@HOST/DEVICE; without it, list runs.",
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            help=f"The newest N runs (default: {_DEFAULT_LIST_LIMIT} in the list, all in a trend)."
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable JSON.")] = False,
+    history: HistoryOption = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="TOML file whose [thresholds] judge the change points."),
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="A threshold: thresholds.KEY=VALUE, e.g. thresholds.regression_min_rel=0.1",
+        ),
+    ] = None,
+) -> None:
+    """The default command: list runs, or with SELECTOR a metric's trend (see 'history --help')."""
+    from clusterbench.analysis.trend import parse_selector, select, trends
+    from clusterbench.history import HistoryError, open_history
+    from clusterbench.report.history import render_runs, render_trends, runs_json, trends_json
+
+    if limit is not None and limit < 1:
+        raise _usage_error(f"--limit must be at least 1, got {limit}")
+    try:
+        thresholds = _history_thresholds(config, set_ or [])
+        with open_history(history) as store:
+            if selector is None:
+                rows = store.runs(limit=limit or _DEFAULT_LIST_LIMIT)
+                if as_json:
+                    typer.echo(runs_json(rows))
+                    return
+                render_runs(rows, _console(), where=str(store.path), cwd=Path.cwd())
+                total = store.num_runs()
+                if total > len(rows):
+                    _console().print(f"{len(rows)} of {total} runs shown (--limit N for more)")
+                return
+            chosen = parse_selector(selector)
+            _check_metric(chosen.name, store.metric_names(), where=str(store.path))
+            points = select(store.points(chosen.benchmark, chosen.metric), chosen)
+    except HistoryError as exc:
+        typer.echo(f"clusterbench: error: {exc}", err=True)
+        raise typer.Exit(EXIT_RUN_ERROR) from None
+    except ValueError as exc:
+        raise _usage_error(str(exc)) from None
+    found = trends(points, thresholds=thresholds, last=limit)
+    if as_json:
+        typer.echo(trends_json(found))
+        return
+    render_trends(found, _console(), noise_sigmas=thresholds.regression_noise_sigmas)
+
+
+def _check_metric(name: str, known: list[str], *, where: str) -> None:
+    import difflib
+
+    if name in known:
+        return
+    if not known:
+        raise ValueError(f"no runs recorded in {where}")
+    close = difflib.get_close_matches(name, known, n=5, cutoff=0.6)
+    close += [k for k in known if k.startswith(name.split(".")[0] + ".") and k not in close]
+    hint = (
+        f"close matches: {', '.join(close[:8])}" if close else f"recorded: {', '.join(known[:8])}"
+    )
+    raise ValueError(f"no measurements of {name!r} in {where}; {hint}")
+
+
+def _history_thresholds(config: Path | None, sets: list[str]) -> Thresholds:
+    from clusterbench.config import build_run_config
+
+    for item in sets:
+        if not item.startswith("thresholds."):
+            raise ValueError(f"--set {item}: history takes only thresholds.KEY=VALUE")
+    if config is None and not sets:
+        return Thresholds()
+    run_config = build_run_config(
+        suite=None, device_type="cpu", config_file=config, sets=sets, only=[], skip=[],
+        timeout_s=None,
+    )  # fmt: skip
+    return run_config.thresholds
+
+
+@history_app.command("import")
+def history_import(
+    dirs: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="DIR",
+            help="Run folders, results.json files, or folders holding run folders.",
+        ),
+    ],
+    history: HistoryOption = None,
+) -> None:
+    """Record run folders in the history (again): the database rebuilt from the run folders.
+    A run already recorded is replaced; folders that cannot be read are listed, one line each."""
+    from clusterbench.history import HistoryError, find_run_folders, open_history
+    from clusterbench.report.history import import_progress
+    from clusterbench.schema import load_results
+
+    folders, problems = find_run_folders(dirs)
+    imported = 0
+    try:
+        with open_history(history) as store, import_progress(len(folders)) as advance:
+            for folder in folders:
+                try:
+                    results = load_results(folder)
+                except (OSError, ValueError) as exc:
+                    problems.append(f"{folder}: {_first_line(exc)}")
+                else:
+                    store.record(results, folder)
+                    imported += 1
+                advance()
+    except HistoryError as exc:
+        typer.echo(f"clusterbench: error: {exc} ({imported} run(s) imported before)", err=True)
+        raise typer.Exit(EXIT_RUN_ERROR) from None
+    for line in problems:
+        typer.echo(f"clusterbench: skipped: {line}", err=True)
+    typer.echo(f"imported {imported} run(s) into {store.path}" + (
+        f"; {len(problems)} skipped" if problems else ""))  # fmt: skip
+    raise typer.Exit(1 if problems else 0)
+
+
+def _first_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        return f"cannot read results.json ({exc.strerror or exc})"
+    lines = str(exc).splitlines()
+    # pydantic: "1 validation error for Results\nfield\n  message"
+    return "not a valid results.json: " + " ".join(line.strip() for line in lines[:3])
+
+
+# ----------------------------------------------------------------------------- compare
+
+
+def _load_base(source: str, *, option: str) -> Results | Baseline:
+    """A run, a baseline file or ``builtin``; a bad one is one line and exit 2."""
+    from clusterbench.baselines import load_compared
+
+    try:
+        return load_compared(source)
+    except ValueError as exc:
+        raise _usage_error(f"{option}: {exc}") from None
+
+
+def _run_baseline(source: str | None) -> Results | Baseline | None:
+    """``--baseline``, read before the run starts, by the process that will have the results:
+    the one started by hand, or rank 0 under a launcher (other nodes need not have the file)."""
+    from clusterbench.runtime.launch import detect_launcher
+
+    if source is None:
+        return None
+    launcher = detect_launcher()
+    if launcher is not None and launcher.rank != 0:
+        return None
+    return _load_base(source, option="--baseline")
+
+
+def _with_baseline(
+    outcome: RunOutcome, against: Results | Baseline, *, history: Path | None, use: bool
+) -> tuple[RunOutcome, Comparison | None]:
+    """The finished run compared with ``against`` where its results are (the parent of a
+    self-launched run, rank 0 under a launcher): regressions join the findings, results.json
+    and summary.md are written again, comparison.json beside them; a fail regression -> 1."""
+    import dataclasses
+
+    from clusterbench import baselines
+    from clusterbench.finalize import ResultsWriteError, write_results
+    from clusterbench.runspec import EXIT_FAIL_FINDING, EXIT_OK
+
+    results = outcome.results
+    if results is None or outcome.error is not None:
+        return outcome, None
+    previous, warning = baselines.previous_runs(results, path=history, enabled=use)
+    if warning is not None:
+        typer.echo(f"clusterbench: warning: {warning}", err=True)
+    thresholds = baselines.run_thresholds(results)
+    comparison = baselines.compare_with(against, results, thresholds, previous=previous)
+    results = results.model_copy(update={"findings": [*results.findings, *comparison.findings]})
+    try:
+        write_results(outcome.run_dir, results)
+        baselines.write_comparison(outcome.run_dir, comparison)
+    except (ResultsWriteError, OSError) as exc:
+        typer.echo(f"clusterbench: warning: comparison not saved: {exc}", err=True)
+    code = outcome.exit_code
+    if code == EXIT_OK and comparison.failed:
+        code = EXIT_FAIL_FINDING
+    return dataclasses.replace(outcome, results=results, exit_code=code), comparison
+
+
+_COMPARE_HELP = """Compare two runs, or a run and a baseline: base, new, change, verdict per figure.
+
+BASE is a run folder or results.json, a baseline file ('clusterbench baseline build') or
+'builtin' (known-good figures per GPU model); NEW is a run folder or results.json.  Figures
+are matched by benchmark, metric, params and host/device (--match gpu: GPU index and model,
+hostname ignored).  A change is a regression or improvement only beyond both the practical
+limit of its unit (thresholds.regression_min_rel, 5%; on CPU workers regression_min_rel_cpu;
+microsecond and second floors for latencies and durations) and the noise: a Mann-Whitney test
+of the two runs' repeats (p < regression_alpha) and, with 3 or more earlier comparable runs in
+the history, regression_noise_sigmas x their robust spread.  With no estimate of the noise a
+row stays unchanged and says so.
+
+Exit codes: 0 no fail regression; 1 some fail regression (beyond regression_fail_rel, 20%);
+2 bad input (one line).
+"""
+
+
+@app.command("compare", help=_COMPARE_HELP)
+def compare_runs(
+    base: Annotated[
+        str,
+        typer.Argument(
+            help="Run folder or results.json, baseline file, or 'builtin'.", show_default=False
+        ),
+    ],
+    new: Annotated[
+        Path, typer.Argument(help="Run folder or results.json of the new run.", show_default=False)
+    ],
+    match: Annotated[
+        str,
+        typer.Option(
+            help="host: match figures by host and device; gpu: by GPU index and model, "
+            "hostname ignored (one node against another)."
+        ),
+    ] = "host",
+    show_all: Annotated[
+        bool, typer.Option("--all", help="List the unchanged rows too (default: counted).")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="The whole comparison as JSON, every row.")
+    ] = False,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="TOML file whose [thresholds] judge the changes."),
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="A threshold, repeatable: thresholds.KEY=VALUE, e.g. "
+            "thresholds.regression_min_rel=0.1 (default: the built-in thresholds).",
+        ),
+    ] = None,
+    history: Annotated[
+        Path | None,
+        typer.Option(
+            "--history",
+            help="History database whose earlier comparable runs give the run-to-run noise "
+            "(default: as 'clusterbench run' records them).",
+        ),
+    ] = None,
+    no_history: Annotated[
+        bool, typer.Option("--no-history", help="Judge without earlier runs from the history.")
+    ] = False,
+) -> None:
+    from clusterbench.baselines import compare_with, load_run, previous_runs
+    from clusterbench.report.compare import render_comparison
+
+    if match not in ("host", "gpu"):
+        raise _usage_error(f"--match must be host or gpu, got {match!r}")
+    if history is not None and no_history:
+        raise _usage_error("--history and --no-history together: choose one")
+    try:
+        thresholds = _compare_thresholds(config, set_ or [])
+    except ValueError as exc:
+        raise _usage_error(str(exc)) from None
+    against = _load_base(base, option="BASE")
+    try:
+        results = load_run(new)
+    except ValueError as exc:
+        raise _usage_error(f"NEW: {exc}") from None
+    previous, warning = previous_runs(results, path=history, enabled=not no_history)
+    if warning is not None:
+        typer.echo(f"clusterbench: warning: {warning}", err=True)
+    comparison = compare_with(
+        against, results, thresholds, match="gpu" if match == "gpu" else "host", previous=previous
+    )
+    if as_json:
+        typer.echo(comparison.model_dump_json(indent=2))
+    else:
+        render_comparison(comparison, _console(), show_all=show_all)
+    raise typer.Exit(1 if comparison.failed else 0)
+
+
+def _compare_thresholds(config: Path | None, sets: list[str]) -> Thresholds:
+    """The built-in thresholds, with a TOML file's [thresholds] and --set thresholds.KEY=..."""
+    from clusterbench.config import build_run_config
+
+    for item in sets:
+        if not item.startswith("thresholds."):
+            raise ValueError(f"--set {item}: compare takes only thresholds.KEY=VALUE")
+    if config is None and not sets:
+        return Thresholds()
+    run_config = build_run_config(device_type="cpu", config_file=config, sets=sets)
+    return run_config.thresholds
+
+
+baseline_app = typer.Typer(
+    rich_markup_mode=None,
+    add_completion=False,
+    no_args_is_help=True,
+)
+app.add_typer(baseline_app, name="baseline")
+
+
+@baseline_app.callback()
+def _baseline() -> None:
+    """Fleet baselines: the median and spread of every figure per GPU model, from runs.
+
+    Compare a run with one by 'clusterbench compare FLEET.json RUN' or
+    'clusterbench run --baseline FLEET.json'."""
+
+
+@baseline_app.command("build")
+def baseline_build(
+    runs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Run folders or results.json files: many runs, or one run of many nodes.",
+            show_default=False,
+        ),
+    ],
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="The baseline file to write (JSON).")
+    ],
+    name: Annotated[
+        str | None, typer.Option(help="Its name in comparisons (default: the file's stem).")
+    ] = None,
+) -> None:
+    """Build a fleet baseline: per (benchmark, metric, params, GPU model) the median, the MAD
+    and the count over every device of every run given, with the runs it came from."""
+    from clusterbench.analysis.baseline import build_baseline
+    from clusterbench.baselines import load_run, write_baseline
+
+    loaded = []
+    for path in runs:
+        try:
+            loaded.append(load_run(path))
+        except ValueError as exc:
+            raise _usage_error(str(exc)) from None
+    try:
+        built = build_baseline(loaded, name=name or output.stem)
+        write_baseline(built, output)
+    except ValueError as exc:
+        raise _usage_error(str(exc)) from None
+    except OSError as exc:
+        raise _usage_error(f"cannot write {output}: {exc.strerror}") from None
+    spread = sum(e.count >= 3 for e in built.entries)
+    typer.echo(
+        f"wrote {output}: {len(built.entries)} figures from {len(loaded)} run(s) "
+        f"({', '.join(built.models())}); {spread} of them over 3 or more devices or runs "
+        "(a spread to judge against)"
+    )
 
 
 def main() -> None:

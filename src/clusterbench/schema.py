@@ -28,6 +28,23 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+MAX_KEPT_VALUES: Final = 64
+"""At most this many repeats are kept in :attr:`Stats.values` (evenly subsampled beyond)."""
+
+
+def kept_values(samples: Sequence[float], limit: int = MAX_KEPT_VALUES) -> list[float]:
+    """``samples`` in their order, or ``limit`` of them evenly spread over it (first and last
+    kept) when there are more."""
+    values = [float(v) for v in samples]
+    if len(values) <= limit:
+        return values
+    if limit == 1:
+        return values[:1]
+    # index i * (n - 1) / (limit - 1), rounded: evenly spaced, both ends included
+    step = (len(values) - 1) / (limit - 1)
+    return [values[round(i * step)] for i in range(limit)]
+
+
 class Stats(_Model):
     """Statistics over the repeats of one measurement."""
 
@@ -37,9 +54,16 @@ class Stats(_Model):
     max: float
     mean: float
     cv: float = Field(description="coefficient of variation: stdev / mean (0 for one sample)")
+    values: list[float] | None = Field(
+        default=None,
+        description="the repeats themselves, in the measurement's unit and in the order they "
+        f"were timed; at most {MAX_KEPT_VALUES} (evenly subsampled beyond); absent in files "
+        "written before clusterbench kept them",
+    )
 
     @classmethod
     def from_samples(cls, samples: Sequence[float]) -> Stats:
+        """Statistics of ``samples`` (in the measurement's unit), keeping the samples too."""
         values = [float(v) for v in samples]
         if not values:
             raise ValueError("no samples")
@@ -53,6 +77,7 @@ class Stats(_Model):
             max=max(values),
             mean=mean,
             cv=cv if math.isfinite(cv) else 0.0,
+            values=kept_values(values),
         )
 
 

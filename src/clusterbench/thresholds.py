@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-__all__ = ["Thresholds"]
+__all__ = ["Thresholds", "practical_floor"]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -79,8 +79,65 @@ class Thresholds:
     CV^2)``: no alarm on a gap inside the noise.  Measurements without repeats are judged by
     the two limits above.  Applies to ``outlier.*`` and the slow node pairs."""
 
+    regression_min_rel: float = 0.05
+    """A run compared with another (``compare``, ``--baseline``, history) changed only when the
+    figure moved more than this fraction (bandwidth, throughput, FLOP/s, MFU, rates; seed
+    guide and REFERENCE: run-to-run swings of healthy GPUs stay within a few percent)..."""
+    regression_min_rel_cpu: float = 0.3
+    """...on CPU workers (device ``cpu:N``) more than this fraction instead, and there only when
+    the run-to-run noise is known (3 or more earlier comparable runs in the history, or a fleet
+    baseline of 3 or more figures): on a shared CPU the repeats inside one run say little
+    about how much the next run differs.  Measured on a 2-core machine, 2 CPU workers, honest
+    reruns of the quick suite minutes apart: fp32 GEMM TFLOP/s ranged over 0.076-0.103 (26%
+    below the best) with a CV of 1-9% inside each run, and bf16 once halved (0.11 against
+    0.21) while other work shared the cores; memory bandwidth up to 2x (CV 2-34%); gloo
+    collectives' latency and busbw by 2-16x, with Mann-Whitney p down to 2e-4 between runs.
+    Two workers sharing one core (``taskset -c 0``) lost 46-63% of their GEMM TFLOP/s."""
+    regression_min_rel_unknown: float = 0.15
+    """...and, on GPUs, more than this fraction while the run-to-run noise is unknown (fewer
+    than 3 earlier comparable runs in the history, no fleet baseline): the repeats inside one
+    run miss how much the next run differs.  Measured on one H200, two quick-suite runs 19 s
+    apart (2026-12-01, docs/results/H200-results-over-time.md): bf16/fp8/tf32 GEMM TFLOP/s
+    7-11.5% apart at four shapes with Mann-Whitney p < 1e-4, pageable d2h 11.5% (p=0.002)."""
+    regression_min_abs_us: float = 5.0
+    """...and latencies (us) also by more than this many microseconds (small-message latencies
+    of a few us jitter by a few us between runs)."""
+    regression_min_abs_s: float = 0.05
+    """...and durations in seconds (checkpoint save/load, step times) by more than this."""
+    regression_fail_rel: float = 0.20
+    """A regression this large (fraction) is ``fail``; smaller ones beyond the limits above are
+    ``warn``."""
+    regression_alpha: float = 0.01
+    """A change is beyond the within-run noise when a two-sided Mann-Whitney U test of the two
+    runs' repeat samples gives p below this (both with at least 3 samples, and enough that p
+    can reach it: the smallest p of n1 against n2 samples is 2 / C(n1 + n2, n1))."""
+    regression_noise_sigmas: float = 3.0
+    """...and beyond the run-to-run noise: more than this many robust standard deviations
+    (1.4826 x MAD) of the figure over earlier comparable runs, when history holds 3 or more."""
+
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if value is not None and value <= 0:
                 raise ValueError(f"{f.name} must be positive, got {value}")
+
+
+def practical_floor(unit: str, thresholds: Thresholds, *, device: str = "") -> tuple[float, float]:
+    """The practical change limit for a figure in ``unit``: (relative, absolute in ``unit``).
+
+    A change counts only beyond both: the relative limit for every unit, and for latencies and
+    durations an absolute floor too (0 where none applies).  ``device``: the measurement's
+    device; CPU workers (``cpu:N``) get :attr:`Thresholds.regression_min_rel_cpu`."""
+    rel = (
+        thresholds.regression_min_rel_cpu
+        if device.startswith("cpu")
+        else thresholds.regression_min_rel
+    )
+    if unit in ("us", "µs"):
+        return rel, thresholds.regression_min_abs_us
+    if unit == "ns":
+        return rel, thresholds.regression_min_abs_us * 1e3
+    if unit in ("s", "ms"):
+        scale = 1e3 if unit == "ms" else 1.0
+        return rel, thresholds.regression_min_abs_s * scale
+    return rel, 0.0

@@ -1,0 +1,229 @@
+"""A comparison of two runs (or a run and a baseline): console table and markdown.
+
+Rows that changed, appeared or disappeared are shown (regressions first), the unchanged ones
+counted (``show_all`` lists them too); then the regression findings with their fix and what
+changed in the runs' metadata.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from clusterbench.analysis.compare import Comparison, ComparisonRow, RunRef
+from clusterbench.analysis.compare_rule import MIN_RUNS
+from clusterbench.report.cells import format_value, sorted_findings
+from clusterbench.report.console import SEVERITY_STYLE, severity_counts
+from clusterbench.schema import ParamValue
+from clusterbench.units import format_bytes
+
+__all__ = ["comparison_markdown", "render_comparison", "row_cells"]
+
+HEADER = ("figure", "params", "where", "unit", "base", "new", "change", "verdict", "noise")
+_ORDER = {"regression": 0, "improvement": 1, "new": 2, "missing": 3, "unchanged": 4}
+_VERDICT_STYLE = {
+    "regression": "bold red",
+    "improvement": "green",
+    "new": "cyan",
+    "missing": "yellow",
+    "unchanged": "dim",
+}
+
+
+def _side(ref: RunRef) -> str:
+    if ref.kind == "builtin":
+        return "the built-in baseline"
+    if ref.kind == "baseline":
+        return f"fleet baseline {ref.id}"
+    when = f", {ref.started}" if ref.started else ""
+    return f"run {ref.id} ({ref.suite}{when})"
+
+
+def header_line(c: Comparison) -> str:
+    match = "GPU index and model" if c.match == "gpu" else "host and device"
+    runs = "run" if c.num_previous == 1 else "runs"
+    noise = f" · {c.num_previous} earlier {runs} in the history"
+    if c.num_previous < MIN_RUNS:
+        noise += f" (the run-to-run noise needs {MIN_RUNS})"
+    return f"compare {_side(c.base)} -> {_side(c.new)} · matched by {match}{noise}"
+
+
+_REASONS = {
+    "within_limit": "within the practical limit",
+    "inside_noise": "beyond it but inside the noise",
+    "noise_unknown": "beyond it with the noise unknown",
+    "not_judged": "not judged (no better side)",
+}
+
+
+def counts_line(c: Comparison) -> str:
+    return ", ".join(f"{n} {verdict}" for verdict, n in c.counts().items())
+
+
+def unchanged_line(c: Comparison) -> str:
+    """'571 unchanged: 320 within the practical limit, ...' ('' when none is unchanged)."""
+    unchanged = [r for r in c.rows if r.verdict == "unchanged"]
+    if not unchanged:
+        return ""
+    parts = []
+    for reason, text in _REASONS.items():
+        n = sum(r.reason == reason for r in unchanged)
+        if n:
+            parts.append(f"{n} {text}")
+    return f"{len(unchanged)} unchanged: " + ", ".join(parts)
+
+
+def shown_rows(c: Comparison, *, show_all: bool) -> list[ComparisonRow]:
+    rows = [r for r in c.rows if show_all or r.verdict != "unchanged"]
+    fail_first = {"fail": 0, "warn": 1, None: 2}
+    return sorted(rows, key=lambda r: (_ORDER[r.verdict], fail_first[r.severity]))
+
+
+def _params_text(params: dict[str, ParamValue]) -> str:
+    parts = []
+    for key, value in params.items():
+        if value is None:
+            continue
+        if key.endswith("_bytes") and isinstance(value, int) and not isinstance(value, bool):
+            parts.append(f"{key.removesuffix('_bytes')}={format_bytes(value)}")
+        else:
+            parts.append(f"{key}={value}")
+    return " ".join(parts)
+
+
+def _where(r: ComparisonRow, c: Comparison) -> str:
+    if c.match == "gpu" and r.gpu:
+        return f"{r.device} {r.gpu}".strip()
+    if not r.host:
+        return r.gpu or ""
+    where = f"{r.host}/{r.device}"
+    return f"{r.base_host} -> {where}" if r.base_host else where
+
+
+def _verdict(r: ComparisonRow) -> str:
+    return f"{r.verdict} ({r.severity})" if r.severity else r.verdict
+
+
+def row_cells(r: ComparisonRow, c: Comparison) -> tuple[str, ...]:
+    change = f"{r.change:+.1%}" if r.change is not None else "-"
+    return (
+        r.name,
+        _params_text(r.params),
+        _where(r, c),
+        r.unit,
+        format_value(r.base, r.unit),
+        format_value(r.new, r.unit),
+        change,
+        _verdict(r),
+        r.noise,
+    )
+
+
+_CONSOLE_HEADER = ("figure", "where", "base", "new", "change", "verdict", "noise")
+
+
+def render_comparison(
+    c: Comparison, console: Console, *, show_all: bool = False, findings: bool = True
+) -> None:
+    """The comparison as tables and lines in the terminal (``findings`` False: the regression
+    findings are printed elsewhere, e.g. with the run's)."""
+    console.print(Text(header_line(c), style="bold"), soft_wrap=True)
+    if c.note:
+        console.print(c.note, soft_wrap=True)
+    if not c.rows:
+        return
+    rows = shown_rows(c, show_all=show_all)
+    if rows:
+        console.print(_console_table(rows, c))
+    console.print(Text("rows: ", style="bold") + Text(counts_line(c)))
+    if c.count("unchanged"):
+        hidden = "" if show_all else " (--all lists them)"
+        console.print(unchanged_line(c) + hidden, soft_wrap=True)
+    if findings:
+        _print_findings(c, console)
+    elif c.findings:
+        console.print(f"Regressions: {severity_counts(c.findings)} (with the findings above)")
+    _print_metadata(c, console)
+
+
+def _console_table(rows: list[ComparisonRow], c: Comparison) -> Table:
+    # The figure and its params share a cell (unit in brackets), the noise note wraps: the
+    # numbers and the verdict stay on one line each.
+    table = Table(header_style="bold", box=box.SIMPLE_HEAD)
+    for name in _CONSOLE_HEADER:
+        wraps = name in ("figure", "noise")
+        justify: Literal["left", "right"] = "right" if name in ("base", "new", "change") else "left"
+        table.add_column(name, justify=justify, no_wrap=not wraps, ratio=3 if wraps else None)
+    for r in rows:
+        name, params, where, unit, base, new, change, verdict, noise = row_cells(r, c)
+        figure = f"{name} [{unit}]" + (f" {params}" if params else "")
+        verdict_text = Text(verdict, style=_VERDICT_STYLE[r.verdict])
+        table.add_row(Text(figure), Text(where), base, new, change, verdict_text, Text(noise))
+    return table
+
+
+def _print_findings(c: Comparison, console: Console) -> None:
+    findings = sorted_findings(c.findings)
+    if not findings:
+        console.print(Text("No regressions.", style="green"))
+        return
+    console.print(Text("Regressions: ", style="bold") + Text(severity_counts(findings)))
+    for f in findings:
+        line = Text(f"{f.severity.upper():<5}", style=SEVERITY_STYLE.get(f.severity, ""))
+        line.append(f" {f.scope}  ", style="dim")
+        line.append(f.message)
+        console.print(line)
+        if f.fix:
+            console.print(Text("      fix: ", style="bold") + Text(f.fix))
+
+
+def _print_metadata(c: Comparison, console: Console) -> None:
+    if c.base.kind != "run":
+        return
+    if not c.metadata:
+        console.print("Run metadata: nothing changed (versions, GPUs, nodes, config).")
+        return
+    console.print(Text("What changed between the runs:", style="bold"))
+    for change in c.metadata:
+        console.print(Text(f"  {change}"), soft_wrap=True)
+
+
+def _md_cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
+    header = list(header)
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(_md_cell(x) for x in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def comparison_markdown(c: Comparison, *, show_all: bool = False) -> str:
+    """The comparison as GitHub-flavoured markdown."""
+    parts = ["## Comparison", header_line(c)]
+    if c.note:
+        parts.append(c.note)
+    rows = shown_rows(c, show_all=show_all)
+    if rows:
+        parts.append(_md_table(HEADER, (row_cells(r, c) for r in rows)))
+    parts.append(f"Rows: {counts_line(c)}")
+    if c.count("unchanged"):
+        parts.append(unchanged_line(c) + ("" if show_all else " (not listed)"))
+    findings = sorted_findings(c.findings)
+    if findings:
+        lines = [
+            f"- **{f.severity}** `{f.id}` {f.scope}: {f.message} Fix: {f.fix}" for f in findings
+        ]
+        parts.append("### Regressions\n\n" + "\n".join(lines))
+    else:
+        parts.append("No regressions.")
+    if c.base.kind == "run":
+        changed = "\n".join(f"- {m}" for m in c.metadata) or "Nothing changed."
+        parts.append("### What changed between the runs\n\n" + changed)
+    return "\n\n".join(parts) + "\n"

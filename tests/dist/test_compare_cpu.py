@@ -1,0 +1,107 @@
+"""Comparisons of real CPU runs: honest reruns are no regression, workers squeezed onto one core
+are one, and ``run --baseline`` (a fleet baseline, the built-in one) at the end of a run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tests.helpers import cli
+
+from clusterbench import load_results
+from clusterbench.analysis.compare import compare
+from clusterbench.thresholds import Thresholds
+
+pytestmark = pytest.mark.dist
+
+OLD = Path(__file__).resolve().parents[1] / "data" / "results_v1_no_values.json"
+# One fp32 shape whose product takes tens of milliseconds on a CPU core: many scheduler
+# slices per repeat, so two workers sharing one core run each repeat at about half speed.
+GEMM = ["--only", "gemm", "--set", "gemm.dtypes=fp32", "--set", "gemm.shapes=1024x1024x1024",
+        "--set", "gemm.repeats=10"]  # fmt: skip
+EXPECTED = {"tflops", "tflops_best", "tflops_geomean"}
+
+
+def _run(out: Path, *args: str, one_core: bool = False) -> subprocess.CompletedProcess[str]:
+    """``clusterbench run --device cpu ARGS --out OUT``; ``one_core``: both workers on core 0
+    (what ``taskset -c 0`` does), with ``--nproc 2 --oversubscribe``."""
+    cmd = [sys.executable, "-m", "clusterbench", "run", "--device", "cpu", *args, "--out", str(out)]
+    if one_core:
+        cmd += ["--nproc", "2", "--oversubscribe"]
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=(lambda: os.sched_setaffinity(0, {0})) if one_core else None,
+    )  # fmt: skip
+
+
+def test_two_honest_reruns_of_the_quick_suite_are_no_regression(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        proc = _run(tmp_path / name)
+        assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    proc = cli("compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(proc.stdout)
+    verdicts = {r["verdict"] for r in data["rows"]}
+    assert verdicts == {"unchanged"}, [r for r in data["rows"] if r["verdict"] != "unchanged"]
+    assert len(data["rows"]) == len(load_results(tmp_path / "b").measurements) > 100
+    assert data["findings"] == []
+
+
+def test_workers_sharing_one_core_are_a_gemm_regression(tmp_path: Path) -> None:
+    honest = [tmp_path / f"h{i}" for i in range(3)]
+    for out in honest:
+        proc = _run(out, *GEMM)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    fleet = tmp_path / "fleet.json"
+    built = cli("baseline", "build", *map(str, honest), "-o", str(fleet))
+    assert built.returncode == 0, built.stderr
+    # The test needs the honest runs to agree (a machine busy with other work spreads them,
+    # and then no change is beyond their noise, rightly): say so rather than fail below.
+    entry = next(e for e in json.loads(fleet.read_text())["entries"] if e["metric"] == "tflops")
+    spread = 1.4826 * entry["mad"] / entry["median"]
+    assert spread < 0.1, f"honest runs spread {spread:.0%}: the machine is busy with other work"
+    squeezed = tmp_path / "squeezed"
+    proc = _run(squeezed, *GEMM, "--baseline", str(fleet), one_core=True)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "compare fleet baseline fleet" in proc.stdout
+    # the fleet baseline: 3 runs x 2 workers per figure give the spread
+    comparison = json.loads((squeezed / "comparison.json").read_text())
+    bad = [r for r in comparison["rows"] if r["verdict"] == "regression"]
+    assert {r["metric"] for r in bad} == EXPECTED
+    assert {r["device"] for r in bad} == {"cpu:0", "cpu:1"} and len(bad) == 6
+    assert all(r["direction"] == "higher" and r["change"] < -0.3 for r in bad), bad
+    assert [r for r in comparison["rows"] if r["verdict"] == "improvement"] == []
+    ids = {f.id for f in load_results(squeezed).findings if f.id.startswith("regression")}
+    assert ids == {f"regression.gemm.{m}" for m in EXPECTED}
+    # against the last honest run, with the history's three runs as the run-to-run noise
+    vs_run = cli("compare", str(honest[-1]), str(squeezed), "--json")
+    assert vs_run.returncode == 1, vs_run.stderr
+    data = json.loads(vs_run.stdout)
+    assert data["num_previous"] == 3
+    bad = [r for r in data["rows"] if r["verdict"] == "regression"]
+    assert {(r["metric"], r["device"]) for r in bad} == {
+        (m, d) for m in EXPECTED for d in ("cpu:0", "cpu:1")
+    }
+    # the honest runs against each other, with that noise: nothing
+    quiet = compare(load_results(honest[1]), load_results(honest[2]), Thresholds(),
+                    previous=[load_results(h) for h in honest])  # fmt: skip
+    assert quiet.count("regression") == 0 and quiet.count("improvement") == 0
+
+
+def test_builtin_baseline_on_cpu_and_an_old_results_file(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = _run(out, "--only", "gemm", "--baseline", "builtin")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "the built-in baseline has no figure for this run's devices (cpu)" in proc.stdout
+    assert json.loads((out / "comparison.json").read_text())["rows"] == []
+    new = load_results(out)
+    assert all(m.stats is None or m.stats.values for m in new.measurements)
+    # a results.json written before samples were kept, same settings: every row matches
+    c = compare(load_results(OLD), new, Thresholds())
+    assert c.count("new") == 0 and c.count("missing") == 0 and c.count("regression") == 0
+    assert all(r.p_value is None for r in c.rows)
