@@ -218,6 +218,8 @@ def run(
         elif results.errors:
             for err in results.errors[:1]:
                 typer.echo(f"clusterbench: run failed: {err.message}", err=True)
+    elif outcome.error is not None:  # nothing ran (the workers could not be started)
+        typer.echo(f"clusterbench: error: {outcome.error}", err=True)
     if results is not None and not no_history:
         _record_history(results, run_dir=outcome.run_dir, path=history)
     raise typer.Exit(outcome.exit_code)

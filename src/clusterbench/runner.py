@@ -27,7 +27,7 @@ from clusterbench.runtime.launch import (
     export_dist_env,
     launch_local,
 )
-from clusterbench.runtime.records import read_records
+from clusterbench.runtime.records import describe_write_error, read_records
 from clusterbench.schema import Results
 from clusterbench.worker import worker_main
 
@@ -194,6 +194,14 @@ def _launch(spec: RunSpec, *, num_workers: int) -> RunOutcome:
         )
     except (KeyboardInterrupt, SignalException):  # Ctrl-C, SIGTERM: keep what the ranks wrote
         interrupted = True
+    except OSError as exc:  # the workers' log folders could not be made: nothing ran
+        reason = describe_write_error(exc, run_dir / "logs")
+        return RunOutcome(
+            results=None,
+            run_dir=run_dir,
+            exit_code=EXIT_RUN_ERROR,
+            error=f"cannot start the workers: {reason}",
+        )
     try:
         results = finalize(
             spec,

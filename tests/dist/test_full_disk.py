@@ -299,3 +299,20 @@ def test_an_nccl_log_that_does_not_fit_stays_where_nccl_wrote_it(
         assert record.kind == "nccl" and record.data.transports == {"P2P": 4000}
     finally:
         source.unlink(missing_ok=True)
+
+
+def test_workers_that_cannot_get_their_log_folders_are_one_line_and_exit_3(
+    tmpfs: Callable[..., Path],
+) -> None:
+    """Room for the run folder and its logs/ folder only (3 inodes, the tmpfs itself
+    included): the launcher cannot make the workers' log folders, so nothing runs; one line,
+    exit 3, no traceback."""
+    mount = tmpfs(TMPFS_KIB, inodes=3)
+    out = mount / "run"
+    proc = cli("run", "--device", "cpu", "--only", "gemm", "--no-history", "--out", str(out))
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert _error_lines(proc.stderr) == [
+        f"clusterbench: error: cannot start the workers: no space left on {out / 'logs'}"
+    ]
+    assert not (out / "results.json").exists()
