@@ -18,7 +18,7 @@ from rich.text import Text
 from clusterbench.analysis.compare import Comparison, ComparisonRow, RunRef
 from clusterbench.analysis.compare_rule import MIN_RUNS
 from clusterbench.report.cells import format_value, sorted_findings
-from clusterbench.report.console import SEVERITY_STYLE, severity_counts
+from clusterbench.report.console import print_findings, severity_counts
 from clusterbench.schema import ParamValue
 from clusterbench.units import format_bytes
 
@@ -145,7 +145,7 @@ def render_comparison(
         hidden = "" if show_all else " (--all lists them)"
         console.print(unchanged_line(c) + hidden, soft_wrap=True)
     if findings:
-        _print_findings(c, console)
+        print_findings(c.findings, console, title="Regressions", none="No regressions.")
     elif c.findings:
         console.print(f"Regressions: {severity_counts(c.findings)} (with the findings above)")
     _print_metadata(c, console)
@@ -165,21 +165,6 @@ def _console_table(rows: list[ComparisonRow], c: Comparison) -> Table:
         verdict_text = Text(verdict, style=_VERDICT_STYLE[r.verdict])
         table.add_row(Text(figure), Text(where), base, new, change, verdict_text, Text(noise))
     return table
-
-
-def _print_findings(c: Comparison, console: Console) -> None:
-    findings = sorted_findings(c.findings)
-    if not findings:
-        console.print(Text("No regressions.", style="green"))
-        return
-    console.print(Text("Regressions: ", style="bold") + Text(severity_counts(findings)))
-    for f in findings:
-        line = Text(f"{f.severity.upper():<5}", style=SEVERITY_STYLE.get(f.severity, ""))
-        line.append(f" {f.scope}  ", style="dim")
-        line.append(f.message)
-        console.print(line)
-        if f.fix:
-            console.print(Text("      fix: ", style="bold") + Text(f.fix))
 
 
 def _print_metadata(c: Comparison, console: Console) -> None:

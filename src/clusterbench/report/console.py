@@ -109,11 +109,17 @@ def severity_counts(findings: Iterable[Finding]) -> str:
 
 
 def _print_findings(results: Results, console: Console) -> None:
-    findings = sorted_findings(results.findings)
+    print_findings(results.findings, console, title="Findings", none="No findings.")
+
+
+def print_findings(findings: Iterable[Finding], console: Console, *, title: str, none: str) -> None:
+    """Findings most severe first, each with its fix: ``TITLE: 2 fail, 1 info`` above them, or
+    ``none`` when there are none."""
+    findings = sorted_findings(findings)
     if not findings:
-        console.print(Text("No findings.", style="green"))
+        console.print(Text(none, style="green"))
         return
-    console.print(Text("Findings: ", style="bold") + Text(severity_counts(findings)))
+    console.print(Text(f"{title}: ", style="bold") + Text(severity_counts(findings)))
     for f in findings:
         line = Text(f"{f.severity.upper():<5}", style=SEVERITY_STYLE.get(f.severity, ""))
         line.append(f" {f.scope}  ", style="dim")
