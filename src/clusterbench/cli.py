@@ -665,8 +665,10 @@ hostname ignored).  A change is a regression or improvement only beyond both the
 limit of its unit (thresholds.regression_min_rel, 5%; on CPU workers regression_min_rel_cpu;
 microsecond and second floors for latencies and durations) and the noise: a Mann-Whitney test
 of the two runs' repeats (p < regression_alpha) and, with 3 or more earlier comparable runs in
-the history, regression_noise_sigmas x their robust spread.  With no estimate of the noise a
-row stays unchanged and says so.
+the history, regression_noise_sigmas x their robust spread.  Judged by the repeats alone (no
+run-to-run estimate), a GPU figure must also move more than regression_min_rel_unknown (15%)
+and a CPU-worker figure is not judged.  With no estimate of the noise a row stays unchanged
+and says so.
 
 Exit codes: 0 no fail regression; 1 some fail regression (beyond regression_fail_rel, 20%);
 2 bad input (one line).

@@ -81,8 +81,10 @@ class Thresholds:
 
     regression_min_rel: float = 0.05
     """A run compared with another (``compare``, ``--baseline``, history) changed only when the
-    figure moved more than this fraction (bandwidth, throughput, FLOP/s, MFU, rates; seed
-    guide and REFERENCE: run-to-run swings of healthy GPUs stay within a few percent)..."""
+    figure moved more than this fraction (bandwidth, throughput, FLOP/s, MFU, rates): a
+    practical limit, smaller changes are not worth chasing; on one H200 the bf16 best GEMM of
+    five quick-suite runs stayed within 0.4% (790.4-793.0 TFLOP/s), single shapes by up to
+    11.5% between two runs (docs/results/H200-results-over-time.md)..."""
     regression_min_rel_cpu: float = 0.3
     """...on CPU workers (device ``cpu:N``) more than this fraction instead, and there only when
     the run-to-run noise is known (3 or more earlier comparable runs in the history, or a fleet

@@ -179,18 +179,14 @@ def select(points: Iterable[MetricPoint], selector: Selector) -> list[MetricPoin
         if not kept:
             raise ValueError(f"no {selector.name} with {key}={wanted} ({key} is one of: "
                              f"{', '.join(values)})")  # fmt: skip
-    if selector.host is not None:
-        hosts = sorted({p.host for p in kept})
-        kept = [p for p in kept if fnmatch.fnmatchcase(p.host, selector.host)]
+    for attr, pattern in (("host", selector.host), ("device", selector.device)):
+        if pattern is None:
+            continue
+        seen = sorted({getattr(p, attr) for p in kept})
+        kept = [p for p in kept if fnmatch.fnmatchcase(getattr(p, attr), pattern)]
         if not kept:
-            raise ValueError(f"no {selector.name} on host {selector.host!r} (hosts: "
-                             f"{', '.join(hosts)})")  # fmt: skip
-    if selector.device is not None:
-        devices = sorted({p.device for p in kept})
-        kept = [p for p in kept if fnmatch.fnmatchcase(p.device, selector.device)]
-        if not kept:
-            raise ValueError(f"no {selector.name} on device {selector.device!r} (devices: "
-                             f"{', '.join(devices)})")  # fmt: skip
+            raise ValueError(f"no {selector.name} on {attr} {pattern!r} ({attr}s: "
+                             f"{', '.join(seen)})")  # fmt: skip
     return kept
 
 
