@@ -21,6 +21,7 @@ from clusterbench.analysis import run_findings
 from clusterbench.benchmarks.presets import DeviceType, SuiteName
 from clusterbench.metrics import MetricSet
 from clusterbench.report.cells import Section, generic_section
+from clusterbench.report.plots import Plot, PlotContext
 from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import SEVERITY_ORDER, Finding, Measurement, Results
 from clusterbench.thresholds import Thresholds
@@ -44,6 +45,8 @@ RunFn = Callable[[DistContext, Any], Iterable[Measurement | Finding]]
 FindingsFn = Callable[[Results, Thresholds], list[Finding]]
 SectionFn = Callable[[list[Measurement], bool], Section]
 """``section(the benchmark's measurements, multi_host)`` -> its part of the summary."""
+FiguresFn = Callable[[list[Measurement], PlotContext], list[Plot]]
+"""``figures(the benchmark's measurements, context)`` -> its plots in the HTML report."""
 
 ALL_SUITES: frozenset[SuiteName] = frozenset({"quick", "standard", "full"})
 FROM_STANDARD: frozenset[SuiteName] = frozenset({"standard", "full"})
@@ -67,6 +70,8 @@ class Benchmark:
     """Suites that run it (none: only when named with ``--only``)."""
     findings: FindingsFn | None = None
     section: SectionFn = generic_section
+    figures: FiguresFn | None = None
+    """Its plots in the HTML report (None: the report shows its tables only)."""
     devices: frozenset[DeviceType] = frozenset({"cuda", "cpu"})
     """Device types the benchmark has a form for."""
     settings_from: str | None = None

@@ -222,6 +222,10 @@ class RunInfo(_Model):
     skipped: dict[str, str] = Field(
         default_factory=dict, description="benchmark -> why it did not run here"
     )
+    benchmark_seconds: dict[str, float] = Field(
+        default_factory=dict,
+        description="benchmark -> wall seconds it took (the slowest rank's start to end)",
+    )
 
 
 class NcclRankInfo(_Model):

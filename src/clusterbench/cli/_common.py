@@ -1,0 +1,65 @@
+"""What every command shares: the typer app, the console, one-line usage errors."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from clusterbench.runspec import EXIT_USAGE
+
+__all__ = ["_console", "_first_line", "_split", "_usage_error", "app"]
+
+app = typer.Typer(
+    name="clusterbench",
+    help="Benchmark a GPU cluster for AI workloads, find what makes it slow, say what to fix.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _split(values: list[str] | None) -> list[str]:
+    """Accept both ``--only a,b`` and ``--only a --only b``."""
+    return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
+
+
+def _console() -> Console:
+    # Logs and pipes get 80 columns by default, which wraps the tables; give them room.
+    return Console() if sys.stdout.isatty() else Console(width=120)
+
+
+def _usage_error(message: str) -> typer.Exit:
+    typer.echo(f"clusterbench: error: {message}", err=True)
+    return typer.Exit(EXIT_USAGE)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from clusterbench._version import __version__
+
+        typer.echo(f"clusterbench {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", callback=_print_version, is_eager=True
+        ),
+    ] = False,
+) -> None:
+    """Benchmark a GPU cluster for AI workloads, find what makes it slow, say what to fix."""
+
+
+def _first_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        return f"cannot read results.json ({exc.strerror or exc})"
+    lines = str(exc).splitlines()
+    # pydantic: "1 validation error for Results\nfield\n  message"
+    return "not a valid results.json: " + " ".join(line.strip() for line in lines[:3])
