@@ -30,7 +30,7 @@ from clusterbench.runtime.records import (
 )
 from clusterbench.schema import ErrorRecord, HostInfo, Results, RunInfo, RunStatus, ToolInfo
 
-__all__ = ["RunMeta", "assemble_results", "dedupe"]
+__all__ = ["RunMeta", "assemble_results", "benchmark_seconds", "dedupe"]
 
 
 @dataclass(kw_only=True)
@@ -105,6 +105,7 @@ def assemble_results(
         benchmarks=meta.benchmarks,
         unfinished=unfinished,
         skipped=skipped,
+        benchmark_seconds=benchmark_seconds(records, world_size=meta.world_size),
     )
     return Results(
         tool=ToolInfo(version=meta.version),
@@ -115,6 +116,20 @@ def assemble_results(
         nccl=[r.data for r in records if isinstance(r, NcclRecord)],
         findings=[r.data for r in records if isinstance(r, FindingRecord)],
     )
+
+
+def benchmark_seconds(records: Iterable[Record], *, world_size: int) -> dict[str, float]:
+    """Benchmark -> wall seconds of its slowest rank (start to end on that rank's clock), for
+    each benchmark that every rank finished and timed, in the order they ran."""
+    seconds: dict[str, dict[int, float]] = defaultdict(dict)
+    for r in records:
+        if isinstance(r, End) and r.seconds is not None:
+            seconds[r.benchmark][r.rank] = r.seconds
+    return {
+        bench: round(max(by_rank.values()), 3)
+        for bench, by_rank in seconds.items()
+        if len(by_rank) >= world_size
+    }
 
 
 def _progress(

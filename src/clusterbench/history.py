@@ -9,6 +9,11 @@ one transaction; WAL mode and a busy timeout (with one more try) let runs finish
 one machine all land.  A run is identified by its id and start time: recording it again
 replaces it.  Every failure (a garbage or foreign file, a database locked past the timeout, a
 path that cannot be written) is a :class:`HistoryError` with a one-line message.
+
+Columns added later are optional: ``runs.timings`` (each benchmark's wall seconds and
+settings, for the expected time of the next run) is added by the first write of a clusterbench
+that knows it and is NULL for runs recorded before; older clusterbench versions read and write
+such a database as before.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ __all__ = [
     "HistoryError",
     "MetricPoint",
     "RunRow",
+    "RunTimings",
     "canonical_params",
     "default_history_path",
     "find_run_folders",
@@ -74,6 +80,7 @@ CREATE TABLE IF NOT EXISTS runs (
     num_warn INTEGER NOT NULL,
     recorded TEXT NOT NULL,
     results_json_zlib BLOB NOT NULL,
+    timings TEXT,
     UNIQUE (id, started)
 );
 CREATE INDEX IF NOT EXISTS runs_by_suite_hosts ON runs (suite, hosts, started_utc);
@@ -142,6 +149,19 @@ class MetricPoint:
     samples: int | None
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunTimings:
+    """How long each benchmark of one recorded run took, and the settings it ran with."""
+
+    run_id: str
+    started: str
+    """UTC, ISO 8601."""
+    benchmark_seconds: dict[str, float]
+    """Benchmark -> wall seconds (results.json's ``run.benchmark_seconds``)."""
+    settings: dict[str, Any]
+    """Benchmark -> its settings (results.json's ``run.config["benchmarks"]``)."""
+
+
 def default_history_path(env: Mapping[str, str] | None = None) -> Path:
     """``$CLUSTERBENCH_HISTORY``, else ``$XDG_DATA_HOME/clusterbench/history.sqlite``, else
     ``~/.local/share/clusterbench/history.sqlite`` (the XDG base directory default)."""
@@ -198,6 +218,7 @@ class History:
         def write() -> None:
             conn = self._connection(create=True)
             with _transaction(conn):
+                _add_timings_column(conn)
                 conn.execute(
                     "DELETE FROM runs WHERE id = ? AND started = ?",
                     (results.run.id, results.run.started),
@@ -279,6 +300,39 @@ class History:
             limit,
         )
         return [_decode(blob, run_id=run_id) for run_id, blob in self._query(sql, key)]
+
+    def timings(
+        self, *, suite: str, backend: str, world_size: int, host: str, limit: int = 20
+    ) -> list[RunTimings]:
+        """The timings of the ``limit`` latest recorded runs like the one about to start: the
+        same suite, backend and world size, with ``host`` among its hosts; newest first.  Runs
+        recorded without timings (before they were kept) are left out."""
+        sql = (
+            "SELECT id, started_utc, hosts, timings FROM runs WHERE suite = ? AND backend = ?"
+            " AND world_size = ? AND timings IS NOT NULL ORDER BY started_utc DESC, pk DESC"
+        )
+        if self._conn is None and not self.path.exists():
+            return []
+
+        def read() -> list[RunTimings]:
+            conn = self._connection()
+            if "timings" not in _columns(conn, "runs"):
+                return []  # no clusterbench that keeps timings has written here yet
+            out = []
+            for run_id, started, hosts, text in conn.execute(sql, (suite, backend, world_size)):
+                if host not in json.loads(hosts):
+                    continue
+                kept = json.loads(text)
+                if not kept.get("benchmark_seconds"):
+                    continue  # a run folder from before timings were kept, imported
+                out.append(RunTimings(run_id=run_id, started=started,
+                                      benchmark_seconds=kept.get("benchmark_seconds", {}),
+                                      settings=kept.get("settings", {})))  # fmt: skip
+                if len(out) >= limit:
+                    break
+            return out
+
+        return self._retrying(read, doing="read")
 
     def load(self, run_id: str) -> list[Results]:
         """The recorded runs with id ``run_id`` (usually one), oldest first."""
@@ -429,6 +483,16 @@ def _prepare(conn: sqlite3.Connection, *, path: Path) -> None:
         )
 
 
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def _add_timings_column(conn: sqlite3.Connection) -> None:
+    """A database made before ``runs.timings`` existed gets it (NULL for its runs)."""
+    if "timings" not in _columns(conn, "runs"):
+        conn.execute("ALTER TABLE runs ADD COLUMN timings TEXT")
+
+
 @contextlib.contextmanager
 def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
     # IMMEDIATE takes the write lock at the start, so a busy database waits (busy timeout)
@@ -483,6 +547,13 @@ def _run_values(results: Results, run_dir: Path) -> dict[str, Any]:
         "num_warn": sum(f.severity == "warn" for f in results.findings),
         "recorded": _now(),
         "results_json_zlib": zlib.compress(results.model_dump_json().encode("utf-8")),
+        "timings": json.dumps(
+            {
+                "benchmark_seconds": run.benchmark_seconds,
+                "settings": run.config.get("benchmarks", {}),
+            },
+            sort_keys=True,
+        ),
     }
 
 

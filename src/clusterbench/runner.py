@@ -7,19 +7,33 @@ is a worker; rank 0 gathers each benchmark's records and rewrites results.json a
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import os
 import shlex
+import socket
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.distributed.elastic.multiprocessing.api import SignalException
 
 from clusterbench import catalog, registry
+from clusterbench.analysis.duration import (
+    Expected,
+    PastTimings,
+    TimingTable,
+    expected_seconds,
+    pick_table,
+)
 from clusterbench.config import ConfigError, RunConfig, build_run_config
 from clusterbench.finalize import ResultsWriteError, exit_code_for, finalize
+from clusterbench.history import RunTimings
 from clusterbench.runspec import EXIT_OK, EXIT_RUN_ERROR, RunSpec, now_utc, prepare_run_dir
 from clusterbench.runtime.launch import (
     WorkerFailure,
@@ -31,7 +45,17 @@ from clusterbench.runtime.records import describe_write_error, read_records
 from clusterbench.schema import Results
 from clusterbench.worker import worker_main
 
-__all__ = ["OVERSUBSCRIBE_FACTOR", "OVERSUBSCRIBE_MAX", "RunOutcome", "resolve_device", "run"]
+__all__ = [
+    "OVERSUBSCRIBE_FACTOR",
+    "OVERSUBSCRIBE_MAX",
+    "RunOutcome",
+    "RunPlan",
+    "expected_times",
+    "resolve_device",
+    "run",
+    "run_plan",
+    "timing_tables",
+]
 
 OVERSUBSCRIBE_FACTOR = 4
 """``--oversubscribe`` allows up to this many CPU workers per core available to the run..."""
@@ -50,6 +74,25 @@ class RunOutcome:
     left on <path>``); ``results`` are then the run's results from memory and the exit code 3."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class RunPlan:
+    """What a run is about to do: enough to say how long it should take, before it starts."""
+
+    suite: str
+    device_type: str
+    backend: str
+    world_size: int
+    host: str
+    """This machine (rank 0's under a launcher)."""
+    gpu: str | None
+    """The GPU model (NVML's name; None on CPU or without NVML)."""
+    settings: dict[str, Any]
+    """Benchmark -> its settings as results.json keeps them, for the benchmarks that run here,
+    in run order."""
+    at_preset: frozenset[str]
+    """The benchmarks that run with their suite's preset settings (no file or --set changed)."""
+
+
 def run(
     *,
     suite: str | None = None,
@@ -65,11 +108,14 @@ def run(
     oversubscribe: bool = False,
     expect_nodes: int | None = None,
     join_timeout_s: float | None = None,
+    announce: Callable[[RunPlan], None] | None = None,
 ) -> RunOutcome:
     """Run a suite and return its results (the library form of ``clusterbench run``).
 
     Raises :class:`ConfigError` (a ValueError) for bad input before anything is written: the
     device, the config and the worker count are all checked before the run folder is made.
+    ``announce`` is called with the :class:`RunPlan` by the process that starts the run (rank
+    0 under a launcher), before the first benchmark, e.g. to print how long it should take.
     """
     device_type = resolve_device(device)
     config = build_run_config(
@@ -101,11 +147,89 @@ def run(
             export_dist_env(launcher)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        if announce is not None and launcher.rank == 0:
+            announce(run_plan(config, device_type=device_type, world_size=launcher.world_size))
         return _join(spec, rank=launcher.rank)
     num_workers = _num_workers(nproc, device_type, oversubscribe=oversubscribe)
     run_dir = prepare_run_dir(out, workers=num_workers)
     spec.run_dir, spec.run_id = str(run_dir), run_dir.name
+    if announce is not None:
+        announce(run_plan(config, device_type=device_type, world_size=num_workers))
     return _launch(spec, num_workers=num_workers)
+
+
+# ----------------------------------------------------------------------------- expected time
+
+
+def run_plan(config: RunConfig, *, device_type: str, world_size: int) -> RunPlan:
+    """The plan of a run of ``config`` on ``world_size`` ranks of this machine."""
+    settings = {}
+    at_preset = set()
+    for name, cfg in config.benchmarks.items():
+        bench = registry.get(name)
+        if not bench.supports(device_type):
+            continue
+        settings[name] = dataclasses.asdict(cfg)
+        preset = bench.preset(suite=config.suite, device_type=device_type)
+        if dataclasses.asdict(preset) == settings[name]:
+            at_preset.add(name)
+    return RunPlan(
+        suite=config.suite,
+        device_type=device_type,
+        backend="nccl" if device_type == "cuda" else "gloo",
+        world_size=world_size,
+        host=socket.gethostname(),
+        gpu=_gpu_model() if device_type == "cuda" else None,
+        settings=settings,
+        at_preset=frozenset(at_preset),
+    )
+
+
+def _gpu_model() -> str | None:
+    """GPU 0's model through NVML: this process makes no CUDA context of its own."""
+    from clusterbench.hardware.probe import nvml_session, probe_gpus
+
+    with nvml_session() as nvml:
+        gpus = probe_gpus(nvml) if nvml is not None else []
+    return gpus[0].name if gpus else None
+
+
+_TIMINGS_RESOURCE = ("data", "benchmark_seconds.json")
+
+
+def timing_tables() -> list[TimingTable]:
+    """The timings shipped with clusterbench (``clusterbench/data/benchmark_seconds.json``):
+    each suite at its presets, measured on CPU and on GPUs."""
+    text = resources.files("clusterbench").joinpath(*_TIMINGS_RESOURCE).read_text("utf-8")
+    return [
+        TimingTable(
+            device_type=entry["device_type"],
+            gpu=entry.get("gpu"),
+            world_size=int(entry["world_size"]),
+            suite=entry["suite"],
+            benchmark_seconds={k: float(v) for k, v in entry["benchmark_seconds"].items()},
+        )
+        for entry in json.loads(text)["tables"]
+    ]
+
+
+def expected_times(plan: RunPlan, past: Sequence[RunTimings]) -> list[Expected]:
+    """Each benchmark's expected seconds: from ``past`` (earlier comparable runs, newest
+    first, from :meth:`History.timings`) where they ran it with these settings, else from the
+    shipped timing table where it runs at its preset."""
+    table = pick_table(
+        timing_tables(),
+        suite=plan.suite,
+        device_type=plan.device_type,
+        gpu=plan.gpu,
+        world_size=plan.world_size,
+    )
+    earlier = [
+        PastTimings(benchmark_seconds=r.benchmark_seconds, settings=r.settings) for r in past
+    ]
+    return expected_seconds(
+        settings=plan.settings, past=earlier, table=table, at_preset=plan.at_preset
+    )
 
 
 DEFAULT_JOIN_TIMEOUT_S = 300.0

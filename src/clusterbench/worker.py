@@ -392,6 +392,7 @@ def _run_one(
         )
 
     log.write(Start(benchmark=bench.name))
+    started = time.monotonic()
     if ctx.flight is not None:
         ctx.flight.set(activity="running", benchmark=bench.name)
     ctx.wait_failed = ctx.failed_in_collective = False
@@ -418,7 +419,7 @@ def _run_one(
                 )
             )
             raise BenchmarkFailed(while_waiting=while_waiting, in_collective=in_collective) from exc
-    log.write(End(benchmark=bench.name))
+    log.write(End(benchmark=bench.name, seconds=time.monotonic() - started))
 
 
 def _grace(timeout_s: float) -> float:

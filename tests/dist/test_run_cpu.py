@@ -147,3 +147,10 @@ def test_joins_under_torchrun(tmp_path: Path) -> None:
     assert results.run.world_size == 2
     assert {m.rank for m in results.measurements} == {0, 1}
     assert json.loads((out / "results.json").read_text())["schema_version"] == 1
+    # the expected time is said once, by rank 0, before the summary; the time taken after it
+    assert proc.stdout.count("expected") == 1, proc.stdout
+    assert proc.stdout.index("expected") < proc.stdout.index("clusterbench run")
+    assert (
+        set(results.run.benchmark_seconds) == {"gemm"} and results.run.benchmark_seconds["gemm"] > 0
+    )
+    assert "time: gemm " in proc.stdout

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from clusterbench.analysis._common import best_by, gpu_severity, scope_label
+from clusterbench.analysis._common import gpu_severity, scope_label
 from clusterbench.benchmarks.dataloader import DataloaderMetrics
 from clusterbench.schema import Finding, Measurement, Results
 from clusterbench.thresholds import Thresholds
 
 __all__ = ["findings", "input_bound_findings", "slow_default_findings"]
 
-_BOUND_FIX = (
-    "Use the best loader settings found ({settings}); as they still leave the device waiting: "
+_REMEDIES = (
     "more CPU cores per GPU, cheaper per-sample work (decode on the GPU with NVIDIA DALI or "
     "torchvision.io.decode_jpeg(device='cuda'), smaller or pre-decoded images, sequential "
     "formats such as WebDataset/FFCV), data on local NVMe."
@@ -42,13 +41,43 @@ def _settings(m: Measurement) -> str:
     )
 
 
+def _is_default(m: Measurement) -> bool:
+    """PyTorch's DataLoader defaults: no worker processes, no pinning."""
+    return m.params.get("num_workers") == 0 and not m.params.get("pin_memory")
+
+
+def _rate(m: Measurement) -> str:
+    return f"{_settings(m)}: {m.value:,.0f} samples/s"
+
+
+def _bound_fix(loaders: list[Measurement]) -> str:
+    """What to do about an input-bound device, from the sweep's measured winner."""
+    if not loaders:
+        return f"Sweep the loader settings (see the dataloader benchmark); then: {_REMEDIES}"
+    winner = max(loaders, key=lambda m: m.value)
+    with_workers = [m for m in loaders if not _is_default(m)]
+    if _is_default(winner) and with_workers:
+        other = max(with_workers, key=lambda m: m.value)
+        return (
+            f"More loader workers did not help here: the sweep's best is PyTorch's default "
+            f"({_rate(winner)}; the best with workers or pinning: {_rate(other)}). As it still "
+            f"leaves the device waiting: {_REMEDIES}"
+        )
+    return (
+        f"Use the sweep's best loader settings ({_rate(winner)}); as even they leave the "
+        f"device waiting: {_REMEDIES}"
+    )
+
+
 def input_bound_findings(results: Results, *, min_busy: float) -> list[Finding]:
-    """Busy below ``min_busy`` at any loader setting tried -> warn, naming the best settings."""
+    """Busy below ``min_busy`` at any loader setting tried -> warn; the fix follows from the
+    sweep's measured winner (the defaults, or the settings it found faster)."""
     busy: dict[tuple[str, str, str], list[Measurement]] = defaultdict(list)
     for m in DataloaderMetrics.gpu_busy.select(results):
         busy[_key(m)].append(m)
-    loaders = DataloaderMetrics.loader_samples_per_s.select(results)
-    best = best_by(loaders, _key)
+    loaders: dict[tuple[str, str, str], list[Measurement]] = defaultdict(list)
+    for m in DataloaderMetrics.loader_samples_per_s.select(results):
+        loaders[_key(m)].append(m)
     out = []
     for key, ms in busy.items():
         low = [m for m in ms if m.value < 100.0 * min_busy]
@@ -60,8 +89,8 @@ def input_bound_findings(results: Results, *, min_busy: float) -> list[Finding]:
         if best_busy and all(m.value >= 100.0 * min_busy for m in best_busy):
             continue
         host, device, dataset = key
-        top = best.get(key)
-        settings = _settings(top) if top else "see the loader sweep"
+        swept = loaders.get(key, [])
+        top = max(swept, key=lambda m: m.value) if swept else None
         seen = "; ".join(f"{m.value:.0f}% with {_settings(m)}" for m in ms)
         out.append(
             Finding(
@@ -77,36 +106,53 @@ def input_bound_findings(results: Results, *, min_busy: float) -> list[Finding]:
                     "gpu_busy_pct": {str(m.params.get("choice")): m.value for m in ms},
                     "best_loader": dict(top.params) if top else None,
                     "best_loader_samples_per_s": top.value if top else None,
+                    "loader_sweep": {_settings(m): m.value for m in swept},
                     "threshold": min_busy,
                 },
-                fix=_BOUND_FIX.format(settings=settings),
+                fix=_bound_fix(swept),
             )
         )
     return out
 
 
 def slow_default_findings(results: Results) -> list[Finding]:
-    """The loader at PyTorch's defaults (no workers, no pinning) slower than the step -> info."""
+    """The loader at PyTorch's defaults (no workers, no pinning) slower than the step, and the
+    sweep found a faster setting -> info naming it.  When the defaults were the sweep's best,
+    more workers are no advice (the input-bound finding says what is left to do)."""
     steps = {_key(m): m for m in DataloaderMetrics.step_samples_per_s.select(results)}
-    out = []
+    loaders: dict[tuple[str, str, str], list[Measurement]] = defaultdict(list)
     for m in DataloaderMetrics.loader_samples_per_s.select(results):
-        step = steps.get(_key(m))
-        if m.params.get("num_workers") != 0 or m.params.get("pin_memory") or step is None:
+        loaders[_key(m)].append(m)
+    out = []
+    for key, swept in loaders.items():
+        step = steps.get(key)
+        default = next((m for m in swept if _is_default(m)), None)
+        if step is None or default is None or default.value >= step.value:
             continue
-        if m.value >= step.value:
+        winner = max(swept, key=lambda m: m.value)
+        if _is_default(winner):
             continue
+        p = winner.params
+        setting = f"num_workers={p.get('num_workers')}, prefetch_factor={p.get('prefetch_factor')}"
+        pin = ", pin_memory=True" if p.get("pin_memory") else ""
         out.append(
             Finding(
                 id="dataloader.slow_default_loader",
                 severity="info",
-                scope=scope_label(m.host, m.device),
+                scope=scope_label(default.host, default.device),
                 message=(
-                    f"With DataLoader defaults (num_workers=0) the {m.params.get('dataset')} "
-                    f"loader delivers {m.value:.0f} samples/s, below the {step.value:.0f} "
-                    f"samples/s that the {step.params.get('model')} step consumes."
+                    f"With DataLoader defaults (num_workers=0) the {p.get('dataset')} loader "
+                    f"delivers {default.value:,.0f} samples/s, below the {step.value:,.0f} "
+                    f"samples/s that the {step.params.get('model')} step consumes; the sweep's "
+                    f"best, {_settings(winner)}, delivers {winner.value:,.0f} samples/s."
                 ),
-                evidence={"loader_samples_per_s": m.value, "step_samples_per_s": step.value},
-                fix="Set num_workers > 0 (and pin_memory=True on GPUs) in the DataLoader.",
+                evidence={
+                    "loader_samples_per_s": default.value,
+                    "step_samples_per_s": step.value,
+                    "best_loader": dict(p),
+                    "best_loader_samples_per_s": winner.value,
+                },
+                fix=f"Set {setting}{pin} in the DataLoader (the sweep's best here).",
             )
         )
     return out

@@ -27,6 +27,7 @@ from clusterbench.benchmarks.training.blocks import LR
 from clusterbench.benchmarks.training.strategies import Trainer
 from clusterbench.benchmarks.training.workload import Batch, Workload
 from clusterbench.runtime.dist import DistContext
+from clusterbench.runtime.quiet import quiet_profiler
 from clusterbench.runtime.timing import synchronize, wall_clock
 
 __all__ = [
@@ -196,13 +197,16 @@ def profile_steps(
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.is_cuda else [])
     trace.parent.mkdir(parents=True, exist_ok=True)
     profiled = []
-    with profile(
-        activities=activities,
-        schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
-        record_shapes=True,
-        with_flops=True,
-        on_trace_ready=lambda p: p.export_chrome_trace(str(trace)),  # .gz: gzip-compressed
-    ) as prof:
+    with (
+        quiet_profiler(trace.parent / f"{trace.name}.stderr"),
+        profile(
+            activities=activities,
+            schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
+            record_shapes=True,
+            with_flops=True,
+            on_trace_ready=lambda p: p.export_chrome_trace(str(trace)),  # .gz: gzip-compressed
+        ) as prof,
+    ):
         for i in range(wait + warmup + active):
             seconds = wall_clock(step)[1]
             if i >= wait + warmup:

@@ -15,7 +15,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from clusterbench.metrics import Metric, direction_of
-from clusterbench.schema import SEVERITY_ORDER, Finding, Measurement, ParamValue, Results
+from clusterbench.schema import (
+    SEVERITY_ORDER,
+    ErrorRecord,
+    Finding,
+    Measurement,
+    ParamValue,
+    Results,
+)
 from clusterbench.units import format_bytes
 
 __all__ = [
@@ -24,7 +31,9 @@ __all__ = [
     "Grid",
     "Matrix",
     "Row",
+    "RowsLayout",
     "Section",
+    "error_where",
     "format_bytes",
     "format_value",
     "generic_section",
@@ -35,6 +44,8 @@ __all__ = [
     "metric_rows",
     "param",
     "row_cells",
+    "row_header",
+    "rows_layout",
     "sorted_findings",
     "spec_reference",
     "where",
@@ -58,11 +69,23 @@ class Row:
     what: str
     unit: str
     num_devices: int
+    """Devices whose measurements the row holds (median, min and max are over them)."""
     median: float
     low: Extreme
     high: Extreme
     reference: float | None = None
     reference_kind: str | None = None
+    size_note: str = ""
+    """``, best of 8 B–16 MiB``: the sizes the figures were taken at, after :attr:`what`."""
+    num_ranks: int | None = None
+    """Ranks in the process group of a collective's row (measured once for the group)."""
+
+    @property
+    def count(self) -> tuple[int, str]:
+        """How many the row is about: (ranks, "rank") for a collective, else devices."""
+        if self.num_ranks is not None:
+            return self.num_ranks, "rank"
+        return self.num_devices, "device"
 
     @property
     def fraction_of_reference(self) -> float | None:
@@ -94,6 +117,9 @@ class Grid:
     title: str
     header: tuple[str, ...]
     rows: list[tuple[str, ...]]
+    fold: tuple[str, ...] = ()
+    """Columns that, holding one value on every row, a narrow layout may move to the title
+    (``model tiny · strategy ddp``)."""
 
 
 @dataclass(slots=True)
@@ -141,14 +167,72 @@ def row_cells(row: Row) -> tuple[str, ...]:
         else f"{format_value(row.reference, row.unit)} {_short_kind(row.reference_kind)}".rstrip()
     )
     return (
-        row.what,
+        row.what + row.size_note,
         row.unit,
-        str(row.num_devices),
+        str(row.count[0]),
         format_value(row.median, row.unit),
         extreme(row.low),
         extreme(row.high),
         reference,
         _MISSING if fraction is None else f"{fraction:.0%}",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RowsLayout:
+    """A section's rows laid out without the columns that would say the same on every row."""
+
+    title: str
+    """The section's name and what the dropped columns held: ``collectives · 2 ranks``."""
+    columns: tuple[int, ...]
+    """Indices into :data:`ROW_HEADER` (and :func:`row_cells`) of the columns kept."""
+    header: tuple[str, ...]
+    """The kept columns' names (the count column names what it counts: devices or ranks)."""
+    what_has_size: bool
+    """False when the sizes moved to the title: show :attr:`Row.what` without them."""
+
+    def cells(self, row: Row) -> tuple[str, ...]:
+        cells = row_cells(row)
+        if not self.what_has_size:
+            cells = (row.what, *cells[1:])
+        return tuple(cells[i] for i in self.columns)
+
+
+def row_header(rows: Iterable[Row]) -> tuple[str, ...]:
+    """:data:`ROW_HEADER`, its count column named ``ranks`` when every row is a collective's."""
+    rows = list(rows)
+    ranks = bool(rows) and all(row.num_ranks is not None for row in rows)
+    return tuple("ranks" if ranks and h == "devices" else h for h in ROW_HEADER)
+
+
+def rows_layout(section: Section) -> RowsLayout:
+    """The count moves to the title when it is the same on every row (``gemm · 8 devices``,
+    ``collectives · 2 ranks``), and so do sizes shared by every row; min and max go when each
+    row holds one measurement (they are its median), the reference columns when no row has
+    one (a CPU run, an unknown SKU)."""
+    rows = section.rows
+    title = section.benchmark
+    keep = list(range(len(ROW_HEADER)))
+    header = row_header(rows)
+    counts = {row.count for row in rows}
+    if len(counts) == 1:
+        n, noun = counts.pop()
+        title += f" · {n} {noun}{'s' if n != 1 else ''}"
+        keep.remove(ROW_HEADER.index("devices"))
+    notes = {row.size_note for row in rows}
+    shared_note = len(rows) > 1 and len(notes) == 1 and "" not in notes
+    if shared_note:
+        title += f" · {notes.pop().removeprefix(', ')}"
+    if all(row.num_devices == 1 for row in rows):
+        keep.remove(ROW_HEADER.index("min"))
+        keep.remove(ROW_HEADER.index("max"))
+    if all(row.reference is None for row in rows):
+        keep = [i for i in keep if i < ROW_HEADER.index("reference")]
+    return RowsLayout(
+        title=title,
+        columns=tuple(keep),
+        header=tuple(header[i] for i in keep),
+        what_has_size=not shared_note,
     )
 
 
@@ -193,20 +277,35 @@ def metric_rows(
     label: LabelFn,
     multi_host: bool,
     reference: ReferenceFn = spec_reference,
+    group_ranks: bool = False,
 ) -> list[Row]:
-    """One row per label; a device's best value over sizes when it has several."""
+    """One row per label; a device's best value over sizes when it has several.
+    ``group_ranks``: the rows are collectives, each counting the ranks of its process group
+    (the ``group_size`` param) rather than the devices that recorded it."""
     groups: dict[str, list[Measurement]] = defaultdict(list)
     for m in ms:
         text = label(m)
         if text is not None:
             groups[text].append(m)
     return [
-        _row(text, group, multi_host=multi_host, reference=reference)
+        _row(text, group, multi_host=multi_host, reference=reference, group_ranks=group_ranks)
         for text, group in groups.items()
     ]
 
 
-def _row(text: str, group: list[Measurement], *, multi_host: bool, reference: ReferenceFn) -> Row:
+def _group_ranks(group: list[Measurement]) -> int | None:
+    sizes = [s for m in group if isinstance(s := m.params.get("group_size"), int)]
+    return max(sizes) if sizes else None
+
+
+def _row(
+    text: str,
+    group: list[Measurement],
+    *,
+    multi_host: bool,
+    reference: ReferenceFn,
+    group_ranks: bool = False,
+) -> Row:
     lower_is_better = direction_of(group[0]) == "lower"
     best: dict[tuple[str, str], Measurement] = {}
     for m in group:
@@ -218,7 +317,9 @@ def _row(text: str, group: list[Measurement], *, multi_host: bool, reference: Re
     high = max(chosen, key=lambda m: m.value)
     refs = [r for r in map(reference, chosen) if r is not None]
     return Row(
-        what=text + _size_note(group),
+        what=text,
+        size_note=_size_note(group),
+        num_ranks=_group_ranks(group) if group_ranks else None,
         unit=group[0].unit,
         num_devices=len(chosen),
         median=statistics.median(m.value for m in chosen),
@@ -267,3 +368,13 @@ def generic_section(ms: list[Measurement], multi_host: bool) -> Section:
     return Section(
         ms[0].benchmark, rows=metric_rows(ms, label=_generic_label, multi_host=multi_host)
     )
+
+
+def error_where(err: ErrorRecord) -> str:
+    """Where an error happened: ``gemm rank 3 host node7`` (the parts known), or ''."""
+    parts = (
+        err.benchmark,
+        f"rank {err.rank}" if err.rank is not None else None,
+        f"host {err.host}" if err.host else None,
+    )
+    return " ".join(part for part in parts if part)

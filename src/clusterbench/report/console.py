@@ -4,23 +4,27 @@ then the findings with their fixes, the errors and what did not finish."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from clusterbench.report.cells import (
-    ROW_HEADER,
     Grid,
     Matrix,
     Section,
+    error_where,
     header_line,
     matrix_cell,
     matrix_title,
-    row_cells,
+    rows_layout,
     sorted_findings,
 )
+from clusterbench.report.timing import time_line
 from clusterbench.schema import Finding, Results
 
 __all__ = ["render_summary"]
@@ -35,14 +39,26 @@ def render_summary(results: Results, sections: Sequence[Section], console: Conso
         console.print("No measurements.")
     for section in sections:
         _print_section(section, console)
+    line = time_line(results)
+    if line:
+        console.print()
+        console.print(Text(line))
     _print_findings(results, console)
     _print_errors(results, console)
     _print_unfinished(results, console)
 
 
 def _print_section(section: Section, console: Console) -> None:
+    console.print()
     if section.rows:
-        console.print(_rows_table(section))
+        layout = rows_layout(section)
+        console.print(Text(layout.title, style="bold"))
+        columns = [
+            _Column(h, justify="left" if h in ("what", "unit") else "right", wrap=h == "what")
+            for h in layout.header
+        ]
+        rows = [layout.cells(row) for row in section.rows]
+        console.print(_table(columns, rows, width=console.width))
     else:  # the rows table's title names the section; without rows, say what follows
         console.print(Text(section.benchmark, style="bold"))
     for matrix in section.matrices:
@@ -51,54 +67,75 @@ def _print_section(section: Section, console: Console) -> None:
         _print_grid(grid, console)
 
 
-def _rows_table(section: Section) -> Table:
-    # Columns that would say the same on every row go: the device count moves to the title,
-    # and without any reference (a CPU run, an unknown SKU) the last two columns go.
-    counts = {row.num_devices for row in section.rows}
-    title = section.benchmark
-    keep = list(range(len(ROW_HEADER)))
-    if len(counts) == 1:
-        n = counts.pop()
-        title += f" · {n} device{'s' if n != 1 else ''}"
-        keep.remove(ROW_HEADER.index("devices"))
-    if all(row.reference is None for row in section.rows):
-        keep = keep[:-2]
-    table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
-    for i in keep:
-        table.add_column(ROW_HEADER[i], justify="left" if i < 2 else "right")
-    for row in section.rows:
-        cells = row_cells(row)
-        table.add_row(*(Text(cells[i]) for i in keep))  # Text: labels are never read as markup
+@dataclass(frozen=True, slots=True)
+class _Column:
+    header: str
+    justify: Literal["left", "right"] = "right"
+    wrap: bool = False
+    """Its cells are text that may wrap at spaces (a row's label); numbers never do."""
+
+
+def _table(columns: Sequence[_Column], rows: Sequence[Sequence[str]], *, width: int) -> Table:
+    """A table that fits ``width`` where it can: the space between columns shrinks from 3 to
+    1, and a label column wraps its words, before a number would be folded; nothing is cut to
+    an ellipsis (headers stay readable)."""
+
+    def need(i: int, column: _Column) -> int:
+        cells = [column.header, *(row[i] for row in rows if i < len(row))]
+        if column.wrap:  # its longest word
+            return max(cell_len(word) for cell in cells for word in cell.split() or [""])
+        return max(cell_len(cell) for cell in cells)
+
+    needed = sum(need(i, c) for i, c in enumerate(columns))
+    gap = next((g for g in (3, 2) if needed + g * (len(columns) - 1) <= width), 1)
+    padding: tuple[int, int, int, int] = {3: (0, 1, 0, 1), 2: (0, 0, 0, 1), 1: (0, 0, 0, 0)}[gap]
+    table = Table(header_style="bold", box=box.SIMPLE_HEAD, padding=padding, pad_edge=False,
+                  show_edge=False)  # fmt: skip
+    for column in columns:
+        table.add_column(Text(column.header), justify=column.justify, overflow="fold")
+    for row in rows:
+        table.add_row(*(Text(c) for c in row))  # Text: labels are never read as markup
     return table
 
 
 def _print_matrix(matrix: Matrix, console: Console) -> None:
     # The title as its own line: a narrow matrix would wrap a table title.
+    console.print()
     console.print(Text(matrix_title(matrix), style="italic"))
-    table = Table(header_style="bold", box=box.SIMPLE_HEAD)
-    table.add_column(Text(matrix.corner))
-    for device in matrix.devices:
-        table.add_column(device, justify="right")
-    for src in matrix.devices:
-        table.add_row(Text(src), *(Text(matrix_cell(matrix, src, dst)) for dst in matrix.devices))
-    console.print(table)
+    columns = [_Column(matrix.corner, justify="left", wrap=True),
+               *(_Column(device) for device in matrix.devices)]  # fmt: skip
+    rows = [
+        (src, *(matrix_cell(matrix, src, dst) for dst in matrix.devices)) for src in matrix.devices
+    ]
+    console.print(_table(columns, rows, width=console.width))
     if matrix.no_peer_access:
         console.print("* no peer access: copies go through host memory")
 
 
 def _print_grid(grid: Grid, console: Console) -> None:
-    console.print(Text(grid.title, style="italic"))
-    table = Table(header_style="bold", box=box.SIMPLE_HEAD)
-    # the first column names the row (a model, a device): never shrunk to an ellipsis
-    first = min(24, max((len(row[0]) for row in grid.rows if row), default=0))
-    for i, name in enumerate(grid.header):
-        if i == 0:
-            table.add_column(name, justify="left", min_width=first, no_wrap=True)
-        else:
-            table.add_column(name, justify="right")
-    for row in grid.rows:
-        table.add_row(*(Text(c) for c in row))
-    console.print(table)
+    header, rows, folded = fold_constant_columns(grid)
+    console.print()
+    console.print(Text(" · ".join([grid.title, *folded]), style="italic"))
+    columns = [
+        _Column(name, justify="left" if i == 0 else "right") for i, name in enumerate(header)
+    ]
+    console.print(_table(columns, rows, width=console.width))
+
+
+def fold_constant_columns(
+    grid: Grid,
+) -> tuple[tuple[str, ...], list[tuple[str, ...]], list[str]]:
+    """The grid's header and rows without the :attr:`Grid.fold` columns that hold one value on
+    every row, and those as ``name value`` for the title."""
+    constant = [
+        i
+        for i, name in enumerate(grid.header)
+        if name in grid.fold and len({row[i] for row in grid.rows if i < len(row)}) == 1
+    ]
+    folded = [f"{grid.header[i]} {grid.rows[0][i]}" for i in constant]
+    keep = [i for i in range(len(grid.header)) if i not in constant]
+    rows = [tuple(row[i] for i in keep if i < len(row)) for row in grid.rows]
+    return tuple(grid.header[i] for i in keep), rows, folded
 
 
 def severity_counts(findings: Iterable[Finding]) -> str:
@@ -131,15 +168,7 @@ def print_findings(findings: Iterable[Finding], console: Console, *, title: str,
 
 def _print_errors(results: Results, console: Console) -> None:
     for err in results.errors:
-        where = " ".join(
-            part
-            for part in (
-                err.benchmark,
-                f"rank {err.rank}" if err.rank is not None else None,
-                f"host {err.host}" if err.host else None,
-            )
-            if part
-        )
+        where = error_where(err)
         line = Text("ERROR", style="bold red") + Text(f" {where}: " if where else " ")
         console.print(line + Text(err.message))
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from clusterbench.report.cells import (
-    ROW_HEADER,
     Grid,
     Matrix,
     Section,
@@ -13,9 +12,12 @@ from clusterbench.report.cells import (
     matrix_cell,
     matrix_title,
     row_cells,
+    row_header,
     sorted_findings,
 )
+from clusterbench.report.timing import time_line
 from clusterbench.schema import ErrorRecord, Results
+from clusterbench.units import format_seconds
 
 __all__ = ["render_markdown"]
 
@@ -26,6 +28,8 @@ def render_markdown(results: Results, sections: Sequence[Section]) -> str:
     if not sections:
         parts.append("No measurements.")
     parts.extend(_section(s) for s in sections)
+    if results.run.benchmark_seconds:
+        parts.append(_time(results))
     parts.append(_findings(results))
     if results.errors:
         parts.append("## Errors\n\n" + "\n".join(_error(e) for e in results.errors))
@@ -51,7 +55,7 @@ def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
 def _section(section: Section) -> str:
     parts = [f"## {section.benchmark}"]
     if section.rows:
-        parts.append(_table(ROW_HEADER, [row_cells(r) for r in section.rows]))
+        parts.append(_table(row_header(section.rows), [row_cells(r) for r in section.rows]))
     parts.extend(_matrix(m) for m in section.matrices)
     parts.extend(_grid(g) for g in section.grids)
     return "\n\n".join(parts)
@@ -69,6 +73,12 @@ def _matrix(matrix: Matrix) -> str:
 
 def _grid(grid: Grid) -> str:
     return f"**{_cell(grid.title)}**\n\n" + _table(grid.header, grid.rows)
+
+
+def _time(results: Results) -> str:
+    """Each benchmark's wall time (its slowest rank's), the one-line summary under it."""
+    rows = [(name, format_seconds(s)) for name, s in results.run.benchmark_seconds.items()]
+    return "## Time\n\n" + _table(("benchmark", "wall time"), rows) + f"\n\n{time_line(results)}"
 
 
 def _findings(results: Results) -> str:

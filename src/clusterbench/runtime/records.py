@@ -73,6 +73,9 @@ class Start(_Record):
 class End(_Record):
     kind: Literal["end"] = "end"
     benchmark: str
+    seconds: float | None = None
+    """Wall seconds from this rank's ``start`` to its ``end`` (its monotonic clock); None in
+    rank files written before it was kept."""
 
 
 class Skip(_Record):

@@ -27,7 +27,7 @@ _MISSING = "-"
 
 
 def section(ms: list[Measurement], multi_host: bool) -> Section:
-    rows = metric_rows(ms, label=collective_label, multi_host=multi_host)
+    rows = metric_rows(ms, label=collective_label, multi_host=multi_host, group_ranks=True)
     matrices = node_pair_matrices(ms)
     return Section("collectives", rows=rows, matrices=matrices, grids=collective_grids(ms))
 
@@ -69,9 +69,18 @@ def _group_grids(ms: list[Measurement], *, where: str) -> list[Grid]:
     if busbw:
         grids.append(_grid(f"busbw GB/s by size, back-to-back, {where}", busbw))
     if latency:
-        title = f"latency µs by size, CUDA graph where measured else back-to-back, {where}"
-        grids.append(_grid(title, latency))
+        grids.append(_grid(f"latency µs by size, {_modes(latency)}, {where}", latency))
     return grids
+
+
+def _modes(ms: list[Measurement]) -> str:
+    """What the latency cells measured: CUDA graph replay, back-to-back launches, or both."""
+    modes = {m.params.get("mode") for m in ms}
+    if modes == {"graph"}:
+        return "CUDA graph"
+    if "graph" in modes:
+        return "CUDA graph where measured, else back-to-back"
+    return "back-to-back"
 
 
 def _best_mode(ms: list[Measurement]) -> list[Measurement]:

@@ -14,7 +14,8 @@ def _gemm_label(m: Measurement) -> str | None:
     if GemmMetrics.tflops_best.matches(m):
         return f"{dtype} best shape"
     if GemmMetrics.tflops_geomean.matches(m):
-        return f"{dtype} geomean of {param(m, 'num_shapes')} shapes"
+        n = param(m, "num_shapes")
+        return f"{dtype} geomean of {n} shape{'' if n == 1 else 's'}"
     if GemmMetrics.rel_error.matches(m):
         return f"{dtype} rel. error (tol {param(m, 'tolerance')})"
     return None  # per-shape figures: too many for a summary; results.json has them

@@ -12,14 +12,15 @@ from clusterbench.schema import Measurement
 
 __all__ = ["section"]
 
+# Short names, so that the tables fit 80 columns; the titles say what they mean.
 _SCALING_HEADER = (
-    "model", "strategy", "precision", "GPUs", "global batch", "step ms", "throughput/GPU",
-    "total", "MFU %", "scaling eff. %", "peak mem GB", "loss",
+    "model", "strategy", "precision", "GPUs", "batch", "step ms", "per GPU", "total", "MFU %",
+    "eff. %", "mem GB", "loss",
 )  # fmt: skip
 _SWEEP_HEADER = (
-    "strategy", "precision", "act. ckpt", "compile", "throughput/GPU", "MFU %", "peak mem GB",
-    "fits",
+    "strategy", "precision", "act. ckpt", "compile", "per GPU", "MFU %", "mem GB", "fits",
 )  # fmt: skip
+_FOLD = ("model", "strategy", "precision", "act. ckpt", "compile")
 _CASE_KEYS = ("model", "strategy", "precision", "activation_checkpointing", "compile",
               "cuda_graphs", "world_size", "grad_accum")  # fmt: skip
 
@@ -35,9 +36,17 @@ def _by_case(ms: Iterable[Measurement]) -> dict[tuple[object, ...], dict[str, Me
     return out
 
 
+def _throughput_unit(ms: Iterable[Measurement]) -> str:
+    """tokens/s (decoders), samples/s (vision models), or both."""
+    units = sorted({m.unit for m in ms if _T.tokens_per_s_per_gpu.matches(m)
+                    or _T.samples_per_s_per_gpu.matches(m)})  # fmt: skip
+    return " or ".join(units) or "tokens/s or samples/s"
+
+
 def _scaling_grid(ms: list[Measurement]) -> Grid | None:
     rows: list[tuple[str, ...]] = []
-    for metrics in _by_case(m for m in ms if m.params.get("series") == "scaling").values():
+    scaling = [m for m in ms if m.params.get("series") == "scaling"]
+    for metrics in _by_case(scaling).values():
         first = next(iter(metrics.values())).params
         rows.append((
             str(first.get("model")), str(first.get("strategy")), str(first.get("precision")),
@@ -50,13 +59,15 @@ def _scaling_grid(ms: list[Measurement]) -> Grid | None:
         ))  # fmt: skip
     if not rows:
         return None
-    return Grid(title="training: scaling (throughput in tokens/s or samples/s)",
-                header=_SCALING_HEADER, rows=rows)  # fmt: skip
+    title = (f"training: scaling; throughput per GPU and total in {_throughput_unit(scaling)}, "
+             "batch: global, eff.: scaling efficiency, mem: peak memory")  # fmt: skip
+    return Grid(title=title, header=_SCALING_HEADER, rows=rows, fold=_FOLD)
 
 
 def _sweep_grid(ms: list[Measurement]) -> Grid | None:
     rows: list[tuple[str, ...]] = []
-    for metrics in _by_case(m for m in ms if m.params.get("series") == "sweep").values():
+    sweep = [m for m in ms if m.params.get("series") == "sweep"]
+    for metrics in _by_case(sweep).values():
         p = next(iter(metrics.values())).params
         fits = metrics.get(_T.fits.name)
         fit = "yes" if fits is None or fits.value else f"no: {fits.params.get('reason')}"
@@ -68,8 +79,10 @@ def _sweep_grid(ms: list[Measurement]) -> Grid | None:
         ))  # fmt: skip
     if not rows:
         return None
-    w = next((m.params.get("world_size") for m in ms if m.params.get("series") == "sweep"), "?")
-    return Grid(title=f"training: sweep at {w} GPUs", header=_SWEEP_HEADER, rows=rows)
+    w = next((m.params.get("world_size") for m in sweep), "?")
+    title = (f"training: sweep at {w} GPUs; throughput per GPU in {_throughput_unit(sweep)}, "
+             "act. ckpt: activation checkpointing, mem: peak memory")  # fmt: skip
+    return Grid(title=title, header=_SWEEP_HEADER, rows=rows, fold=_FOLD)
 
 
 def _accum_grid(ms: list[Measurement]) -> Grid | None:

@@ -11,7 +11,7 @@ from clusterbench.benchmarks.transfer import TransferMetrics
 from clusterbench.report.cells import Matrix, Section, metric_rows, param
 from clusterbench.schema import Measurement
 
-__all__ = ["section"]
+__all__ = ["best_p2p", "section"]
 
 
 def _transfer_label(m: Measurement) -> str | None:
@@ -39,8 +39,8 @@ def section(ms: list[Measurement], multi_host: bool) -> Section:
     return Section("transfer", rows=rows, matrices=[mx for mx in matrices if mx.cells])
 
 
-def _p2p_matrix(pairs: list[Measurement], *, mode: str) -> Matrix:
-    """Best over sizes per host and pair; the median over hosts in each cell."""
+def best_p2p(pairs: list[Measurement], *, mode: str) -> dict[tuple[str, str, str], Measurement]:
+    """(host, source, destination) -> the pair's GPU->GPU copy of ``mode`` at its best size."""
     best: dict[tuple[str, str, str], Measurement] = {}
     for m in pairs:
         if param(m, "mode") != mode:
@@ -48,6 +48,12 @@ def _p2p_matrix(pairs: list[Measurement], *, mode: str) -> Matrix:
         key = (m.host, dev_label(param(m, "src")), dev_label(param(m, "dst")))
         if key not in best or m.value > best[key].value:
             best[key] = m
+    return best
+
+
+def _p2p_matrix(pairs: list[Measurement], *, mode: str) -> Matrix:
+    """Best over sizes per host and pair; the median over hosts in each cell."""
+    best = best_p2p(pairs, mode=mode)
     per_pair: dict[tuple[str, str], list[float]] = defaultdict(list)
     for (_, src, dst), m in best.items():
         per_pair[(src, dst)].append(m.value)

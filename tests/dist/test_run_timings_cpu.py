@@ -1,0 +1,55 @@
+"""Two short CPU runs into one history: the first run's expected time comes from the shipped
+table (and says '?' for a benchmark whose settings were changed), the second's from the first;
+both record how long each benchmark took, in results.json, the summary and summary.md."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.helpers import cli
+
+from clusterbench import load_results
+from clusterbench.units import format_seconds
+
+SMALL_GEMM = ["--set", "gemm.shapes=64x64x64", "--set", "gemm.dtypes=fp32"]
+
+
+def _run(out: Path) -> str:
+    proc = cli(
+        "run",
+        "--device",
+        "cpu",
+        "--nproc",
+        "2",
+        "--only",
+        "gemm,memory",
+        *SMALL_GEMM,
+        "--out",
+        str(out),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_expected_time_then_time_taken(tmp_path: Path) -> None:
+    first = _run(tmp_path / "a")
+    expected = first.splitlines()[0]
+    # gemm runs with changed settings: no figure; memory at its preset: the CPU table's
+    assert re.fullmatch(
+        r"expected ~[\d.]+ s for 1 of 2 benchmarks \(table: 2 CPU ranks\): gemm \?, memory ~[\d.]+ s",
+        expected,
+    ), expected
+    results = load_results(tmp_path / "a")
+    seconds = results.run.benchmark_seconds
+    assert list(seconds) == ["gemm", "memory"] and all(s > 0 for s in seconds.values())
+    assert first.index("clusterbench run") < first.index("time: gemm ") < first.index("results:")
+    summary = (tmp_path / "a" / "summary.md").read_text()
+    assert "## Time" in summary and "| memory |" in summary
+
+    second = _run(tmp_path / "b").splitlines()[0]
+    gemm = seconds["gemm"]
+    assert re.fullmatch(
+        r"expected ~[\d.]+ s \(history, 1 run\): gemm ~[\d.]+ s, memory ~[\d.]+ s", second
+    ), second
+    assert f"gemm ~{format_seconds(gemm)}," in second  # the median of the one earlier run
