@@ -100,6 +100,13 @@ cp "$RUN_DIR/results.json" "$OUT/results-$SUITE.json" 2>/dev/null
 cp "$RUN_DIR/comparison.json" "$OUT/comparison-builtin.json" 2>/dev/null
 cp "$RUN_DIR/summary.md" "$OUT/summary-$SUITE.md" 2>/dev/null
 tail -n 70 "$OUT/run-$SUITE.log"
+# The run's HTML report and its exports (inside logs.tgz: report-SUITE.html, export-SUITE/)
+cp "$RUN_DIR/report.html" "$OUT/report-$SUITE.html" 2>/dev/null
+echo "report.html: $(stat -c %s "$RUN_DIR/report.html" 2>/dev/null || echo missing) bytes"
+mkdir -p "$OUT/export-$SUITE"
+python3 -m clusterbench export "$RUN_DIR" --format csv,prometheus,json-lines \
+  -o "$OUT/export-$SUITE" >"$OUT/export.log" 2>&1
+echo "export csv,prometheus,json-lines: exit $? ($(ls "$OUT/export-$SUITE" | tr '\n' ' '))"
 
 # Results over time: the Level 1 benchmarks again, compared with the run above (run-to-run
 # noise of an honest rerun on this GPU: nothing should come out as a regression).

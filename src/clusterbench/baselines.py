@@ -7,7 +7,6 @@ CLI to print as it is (exit code 2).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from importlib import resources
@@ -20,7 +19,7 @@ from clusterbench.analysis.baseline import Baseline, compare_baseline
 from clusterbench.analysis.compare import Comparison, Match, compare
 from clusterbench.history import HistoryError, open_history
 from clusterbench.schema import Results
-from clusterbench.thresholds import Thresholds
+from clusterbench.thresholds import Thresholds, run_thresholds
 
 __all__ = [
     "BUILTIN",
@@ -132,19 +131,6 @@ def write_comparison(run_dir: Path, comparison: Comparison) -> Path:
     path = run_dir / COMPARISON_FILE
     _write_text(path, comparison.model_dump_json(indent=2) + "\n")
     return path
-
-
-def run_thresholds(results: Results) -> Thresholds:
-    """The thresholds the run was made with (``run.config.thresholds``); keys this version does
-    not know are left out, those it misses keep their defaults."""
-    recorded = results.run.config.get("thresholds")
-    if not isinstance(recorded, dict):
-        return Thresholds()
-    names = {f.name for f in dataclasses.fields(Thresholds)}
-    try:
-        return Thresholds(**{k: v for k, v in recorded.items() if k in names})
-    except (TypeError, ValueError):
-        return Thresholds()
 
 
 def previous_runs(

@@ -1,8 +1,9 @@
 """The built-in benchmarks: one declaration each, in the order a suite runs them.
 
 Each names the benchmark's pieces, which carry its name in every layer: the measurement and its
-settings and metrics in ``benchmarks/<name>.py``, its verdicts in ``analysis/<name>.py`` and its
-summary section in ``report/sections/<name>.py`` (docs/architecture.md).
+settings and metrics in ``benchmarks/<name>.py``, its verdicts in ``analysis/<name>.py``, its
+summary section in ``report/sections/<name>.py`` and its figures in the HTML report in
+``report/figures/<name>.py`` (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -32,8 +33,19 @@ from clusterbench.benchmarks import (
 from clusterbench.benchmarks.training import bench as training
 from clusterbench.benchmarks.training import settings as training_settings
 from clusterbench.registry import ALL_SUITES, FROM_STANDARD, Benchmark
+from clusterbench.report.figures import attribution as attribution_figures
+from clusterbench.report.figures import checkpoint as checkpoint_figures
+from clusterbench.report.figures import collectives as collectives_figures
+from clusterbench.report.figures import dataloader as dataloader_figures
+from clusterbench.report.figures import gemm as gemm_figures
+from clusterbench.report.figures import memory as memory_figures
+from clusterbench.report.figures import network as network_figures
+from clusterbench.report.figures import training as training_figures
+from clusterbench.report.figures import transfer as transfer_figures
 from clusterbench.report.sections import attribution as attribution_section
+from clusterbench.report.sections import checkpoint as checkpoint_section
 from clusterbench.report.sections import collectives as collectives_section
+from clusterbench.report.sections import dataloader as dataloader_section
 from clusterbench.report.sections import gemm as gemm_section
 from clusterbench.report.sections import memory as memory_section
 from clusterbench.report.sections import network as network_section
@@ -62,6 +74,7 @@ BUILTIN: tuple[Benchmark, ...] = (
         metrics=gemm.GemmMetrics,
         findings=gemm_analysis.findings,
         section=gemm_section.section,
+        figures=gemm_figures.figures,
     ),
     Benchmark(
         name="memory",
@@ -73,6 +86,7 @@ BUILTIN: tuple[Benchmark, ...] = (
         metrics=memory.MemoryMetrics,
         findings=memory_analysis.findings,
         section=memory_section.section,
+        figures=memory_figures.figures,
     ),
     Benchmark(
         name="transfer",
@@ -85,6 +99,7 @@ BUILTIN: tuple[Benchmark, ...] = (
         metrics=transfer.TransferMetrics,
         findings=transfer_analysis.findings,
         section=transfer_section.section,
+        figures=transfer_figures.figures,
     ),
     Benchmark(
         name="collectives",
@@ -96,6 +111,7 @@ BUILTIN: tuple[Benchmark, ...] = (
         metrics=collectives.CollectivesMetrics,
         findings=collectives_analysis.findings,
         section=collectives_section.section,
+        figures=collectives_figures.figures,
     ),
     Benchmark(
         name="network",
@@ -107,6 +123,7 @@ BUILTIN: tuple[Benchmark, ...] = (
         metrics=network.NetworkMetrics,
         findings=network_analysis.findings,
         section=network_section.section,
+        figures=network_figures.figures,
     ),
     Benchmark(
         name="training",
@@ -118,6 +135,7 @@ BUILTIN: tuple[Benchmark, ...] = (
         metrics=training_settings.TrainingMetrics,
         findings=training_analysis.findings,
         section=training_section.section,
+        figures=training_figures.figures,
     ),
     Benchmark(
         name="dataloader",
@@ -128,6 +146,8 @@ BUILTIN: tuple[Benchmark, ...] = (
         settings=dataloader.DataloaderConfig,
         metrics=dataloader.DataloaderMetrics,
         findings=dataloader_analysis.findings,
+        section=dataloader_section.section,
+        figures=dataloader_figures.figures,
     ),
     Benchmark(
         name="checkpoint",
@@ -138,6 +158,8 @@ BUILTIN: tuple[Benchmark, ...] = (
         settings=checkpoint.CheckpointConfig,
         metrics=checkpoint.CheckpointMetrics,
         findings=checkpoint_analysis.findings,
+        section=checkpoint_section.section,
+        figures=checkpoint_figures.figures,
     ),
     Benchmark(
         name="attribution",
@@ -150,6 +172,7 @@ BUILTIN: tuple[Benchmark, ...] = (
         metrics=attribution.AttributionMetrics,
         findings=attribution_analysis.findings,
         section=attribution_section.section,
+        figures=attribution_figures.figures,
     ),
     Benchmark(
         name="selftest",

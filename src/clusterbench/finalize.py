@@ -1,15 +1,19 @@
-"""Turn a run's records into results.json and summary.md; map results to an exit code."""
+"""Turn a run's records into results.json, summary.md and, once the run has ended,
+report.html; map results to an exit code."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import socket
+import sys
 from pathlib import Path
 
 from clusterbench import registry
 from clusterbench._version import __version__
 from clusterbench.assemble import RunMeta, assemble_results
+from clusterbench.report.cells import Section
+from clusterbench.report.html import render_html
 from clusterbench.report.markdown import render_markdown
 from clusterbench.runspec import EXIT_FAIL_FINDING, EXIT_OK, EXIT_RUN_ERROR, RunSpec, now_utc
 from clusterbench.runtime.flight import FlightState, read_flights, read_stacks
@@ -17,7 +21,9 @@ from clusterbench.runtime.launch import WorkerFailure
 from clusterbench.runtime.records import Record, describe_write_error
 from clusterbench.schema import Results
 
-__all__ = ["ResultsWriteError", "exit_code_for", "finalize", "write_results"]
+__all__ = ["REPORT_FILE", "ResultsWriteError", "exit_code_for", "finalize", "write_results"]
+
+REPORT_FILE = "report.html"
 
 
 def finalize(
@@ -30,7 +36,8 @@ def finalize(
     running: bool = False,
     flights: dict[int, FlightState] | None = None,
 ) -> Results:
-    """Assemble, analyse and write the run.  ``running``: more benchmarks are still to come."""
+    """Assemble, analyse and write the run.  ``running``: more benchmarks are still to come
+    (results.json and summary.md are rewritten; report.html waits for the end of the run)."""
     meta = RunMeta(
         id=spec.run_id,
         started=spec.started,
@@ -56,7 +63,7 @@ def finalize(
     # Findings benchmarks recorded themselves (e.g. doctor's checks) come first, then analysis.
     recorded = results.findings
     results.findings = [*recorded, *registry.analyze(results, spec.config.thresholds)]
-    write_results(Path(spec.run_dir), results)
+    write_results(Path(spec.run_dir), results, html=results.run.status != "running")
     return results
 
 
@@ -76,18 +83,53 @@ class ResultsWriteError(Exception):
         self.results = results
 
 
-def write_results(run_dir: Path, results: Results) -> None:
-    """results.json and summary.md, replaced together and atomically.
+def write_results(run_dir: Path, results: Results, *, html: bool = False) -> None:
+    """results.json and summary.md, replaced together and atomically; with ``html``, then
+    report.html.
 
-    Both are written to temporary files first (flushed to the disk) and renamed over the old
-    ones only when both are complete.  Raises :class:`ResultsWriteError` when a write fails:
-    the temporary files are removed and the previous results.json and summary.md stay.
+    Each file is written to a temporary file first (flushed to the disk) and renamed over the
+    old one only when complete.  Raises :class:`ResultsWriteError` when results.json or
+    summary.md cannot be written: the temporary files are removed and the previous ones stay.
+    report.html comes after them and never costs the results: a page that cannot be written (a
+    disk with room for results.json but not for the page) or built is one warning line on
+    stderr, and ``clusterbench report RUN`` builds it later.  ``html`` is for a run that has
+    ended: the page inlines plotly (some 5 MB) and is not rebuilt after every benchmark.
     """
-    summary = render_markdown(results, registry.summary_sections(results))
+    sections = registry.summary_sections(results)
     files = [
         (run_dir / "results.json", results.model_dump_json(indent=2)),
-        (run_dir / "summary.md", summary),
+        (run_dir / "summary.md", render_markdown(results, sections)),
     ]
+    failing = _replace_all(files)
+    if failing is not None:
+        path, exc = failing
+        raise ResultsWriteError(path, exc, results)
+    if html:
+        _write_report(run_dir, results, sections)
+
+
+def _write_report(run_dir: Path, results: Results, sections: list[Section]) -> None:
+    path = run_dir / REPORT_FILE
+    try:
+        page = render_html(results, sections, registry.report_plots(results))
+    except Exception as exc:  # a page that cannot be built must not cost the run its results
+        _warn(f"cannot build {REPORT_FILE}: {type(exc).__name__}: {exc}")
+        return
+    failing = _replace_all([(path, page)])
+    if failing is not None:
+        _warn(
+            f"cannot write {REPORT_FILE}: {describe_write_error(failing[1], path)}; results.json "
+            f"is complete (clusterbench report {run_dir} builds the page)"
+        )
+
+
+def _warn(line: str) -> None:
+    print(f"clusterbench: warning: {line}", file=sys.stderr)
+
+
+def _replace_all(files: list[tuple[Path, str]]) -> tuple[Path, OSError] | None:
+    """Write every file to a temporary beside it, then rename them all over the old ones; on
+    an OSError remove the temporaries and return the path that failed and why."""
     tmps = [path.with_name(f".{path.name}.tmp") for path, _ in files]
     failing = files[0][0]
     try:
@@ -101,7 +143,8 @@ def write_results(run_dir: Path, results: Results) -> None:
         for tmp in tmps:
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
-        raise ResultsWriteError(failing, exc, results) from None
+        return failing, exc
+    return None
 
 
 def _write_synced(path: Path, text: str) -> None:

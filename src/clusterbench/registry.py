@@ -4,7 +4,8 @@ A declaration names the benchmark's level and scope, the suites it belongs to, i
 class, its measurement function, the metrics it emits, its analysis (results and thresholds in,
 findings out) and its summary section.  The rest of the code dispatches on it: the config takes
 suites and settings from here, the rank loop runs ``run``, :func:`analyze` applies every
-benchmark's ``findings`` and :func:`summary_sections` builds every benchmark's ``section``.
+benchmark's ``findings``, :func:`summary_sections` builds every benchmark's ``section`` and
+:func:`report_plots` draws every benchmark's ``figures`` for the HTML report.
 
 The built-in benchmarks are declared in :mod:`clusterbench.catalog`; a benchmark of one's own is
 its own modules plus one :func:`register` call (docs/architecture.md shows one).
@@ -24,7 +25,7 @@ from clusterbench.report.cells import Section, generic_section
 from clusterbench.report.plots import Plot, PlotContext
 from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import SEVERITY_ORDER, Finding, Measurement, Results
-from clusterbench.thresholds import Thresholds
+from clusterbench.thresholds import Thresholds, run_thresholds
 
 __all__ = [
     "Benchmark",
@@ -33,6 +34,7 @@ __all__ = [
     "analyze",
     "get",
     "register",
+    "report_plots",
     "suite_benchmarks",
     "summary_sections",
 ]
@@ -144,12 +146,22 @@ def analyze(results: Results, thresholds: Thresholds) -> list[Finding]:
     return sorted(findings, key=lambda f: SEVERITY_ORDER[f.severity])
 
 
-def summary_sections(results: Results) -> list[Section]:
-    """One section per benchmark, in the order the run measured them."""
+def _by_benchmark(results: Results) -> dict[str, list[Measurement]]:
+    """Each benchmark's measurements, benchmarks in the order the run measured them."""
     by_benchmark: dict[str, list[Measurement]] = defaultdict(list)
     for m in results.measurements:
         by_benchmark[m.benchmark].append(m)
-    multi_host = len({m.host for m in results.measurements}) > 1
+    return by_benchmark
+
+
+def _multi_host(results: Results) -> bool:
+    return len({m.host for m in results.measurements}) > 1
+
+
+def summary_sections(results: Results) -> list[Section]:
+    """One section per benchmark, in the order the run measured them."""
+    by_benchmark = _by_benchmark(results)
+    multi_host = _multi_host(results)
     sections = []
     for name, ms in by_benchmark.items():
         held = _REGISTRY.get(name)
@@ -157,3 +169,33 @@ def summary_sections(results: Results) -> list[Section]:
         section.benchmark = name
         sections.append(section)
     return sections
+
+
+def report_plots(results: Results, *, base: Results | None = None) -> dict[str, list[Plot]]:
+    """Each benchmark's plots for the HTML report (benchmarks without ``figures`` left out).
+
+    ``base``: the base run of a comparison, whose measurements of the same benchmark each
+    ``figures`` gets in :attr:`PlotContext.base`.  A ``figures`` that raises costs its benchmark
+    its plots, not the report: it gets one plot with no data whose note says what went wrong
+    (the page shows such a plot as that line alone).
+    """
+    base_by_benchmark = _by_benchmark(base) if base is not None else None
+    multi_host = _multi_host(results)
+    thresholds = run_thresholds(results)
+    plots: dict[str, list[Plot]] = {}
+    for name, ms in _by_benchmark(results).items():
+        held = _REGISTRY.get(name)
+        if held is None or held.figures is None:
+            continue
+        ctx = PlotContext(
+            multi_host=multi_host,
+            thresholds=thresholds,
+            base=None if base_by_benchmark is None else base_by_benchmark.get(name, []),
+        )
+        try:
+            plots[name] = list(held.figures(ms, ctx))
+        except Exception as exc:  # one benchmark's drawing must not lose the whole report
+            reason = " ".join(str(exc).split())[:300] or "no message"
+            note = f"the plots of {name} could not be drawn: {type(exc).__name__}: {reason}"
+            plots[name] = [Plot(title=f"{name}: plots not drawn", figure={}, notes=[note])]
+    return plots

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-__all__ = ["Thresholds", "practical_floor"]
+if TYPE_CHECKING:
+    from clusterbench.schema import Results
+
+__all__ = ["Thresholds", "practical_floor", "run_thresholds"]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -143,3 +147,16 @@ def practical_floor(unit: str, thresholds: Thresholds, *, device: str = "") -> t
         scale = 1e3 if unit == "ms" else 1.0
         return rel, thresholds.regression_min_abs_s * scale
     return rel, 0.0
+
+
+def run_thresholds(results: Results) -> Thresholds:
+    """The thresholds the run was made with (``run.config.thresholds``); keys this version does
+    not know are left out, those it misses keep their defaults."""
+    recorded = results.run.config.get("thresholds")
+    if not isinstance(recorded, dict):
+        return Thresholds()
+    names = {f.name for f in dataclasses.fields(Thresholds)}
+    try:
+        return Thresholds(**{k: v for k, v in recorded.items() if k in names})
+    except (TypeError, ValueError):
+        return Thresholds()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from clusterbench.analysis._common import gpu_severity, scope_label, shared_cpu_hosts
 from clusterbench.analysis.collectives import low_busbw_findings
@@ -22,13 +24,16 @@ from clusterbench.schema import Finding, Measurement, Results, Severity
 from clusterbench.thresholds import Thresholds
 
 __all__ = [
+    "CLASSES",
+    "Straggler",
     "busy_time_outliers",
+    "find_straggler",
     "findings",
     "straggler_findings",
     "verdict_findings",
 ]
 
-_CLASSES = (
+CLASSES: tuple[Metric, ...] = (
     AttributionMetrics.compute,
     AttributionMetrics.memory,
     AttributionMetrics.communication,
@@ -74,20 +79,23 @@ def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     return [*verdict, *stragglers, *slow]
 
 
-def _by_rank(results: Results) -> dict[int, dict[Metric, Measurement]]:
+def _by_rank(source: Results | Iterable[Measurement]) -> dict[int, dict[Metric, Measurement]]:
     """Per rank, its measurement of each metric over the profiled steps (rank_step=mean)."""
     metrics = AttributionMetrics.all()
     out: dict[int, dict[Metric, Measurement]] = defaultdict(dict)
-    for m in results.measurements:  # in recorded order: the ranks' order shows in evidence
+    ms = source.measurements if isinstance(source, Results) else source
+    for m in ms:  # in recorded order: the ranks' order shows in evidence
         metric = next((x for x in metrics if x.matches(m)), None)
         if metric is not None and m.params.get("rank_step", "mean") == "mean":
             out[m.rank][metric] = m
     return out
 
 
-def _ranks_with(results: Results, *metrics: Metric) -> dict[int, dict[Metric, Measurement]]:
+def _ranks_with(
+    source: Results | Iterable[Measurement], *metrics: Metric
+) -> dict[int, dict[Metric, Measurement]]:
     """:func:`_by_rank`, only the ranks that have every one of ``metrics``."""
-    return {r: ms for r, ms in _by_rank(results).items() if all(x in ms for x in metrics)}
+    return {r: ms for r, ms in _by_rank(source).items() if all(x in ms for x in metrics)}
 
 
 def _mean(ranks: dict[int, dict[Metric, Measurement]], metric: Metric) -> float:
@@ -100,10 +108,10 @@ def verdict_findings(
 ) -> list[Finding]:
     """The run's dominant class (mean over ranks) with its evidence and fix; the collectives'
     busbw is quoted where it is below ``min_busbw_efficiency`` of the link."""
-    ranks = _ranks_with(results, *_CLASSES)
+    ranks = _ranks_with(results, *CLASSES)
     if not ranks:
         return []
-    shares = {c.name: _mean(ranks, c) for c in _CLASSES}
+    shares = {c.name: _mean(ranks, c) for c in CLASSES}
     bound = max(shares, key=lambda c: shares[c])
     overlapped = _mean(ranks, AttributionMetrics.communication_overlapped)
     units = "GPUs" if results.run.backend == "nccl" else "CPU ranks"
@@ -167,25 +175,53 @@ def _evidence(
     return out + [s.message for s in stragglers[:1]]
 
 
-def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Finding]:
+@dataclass(frozen=True, slots=True)
+class Straggler:
+    """The rank everyone waits for (:func:`find_straggler`)."""
+
+    rank: int
+    step_time: Measurement
+    """Its median profiled step time (which names its host and device)."""
+    lateness_ms: dict[int, float]
+    """Every rank's collective start lateness, ms."""
+    coordination_pct: dict[int, float]
+    """Every rank's coordination share of the step, %."""
+    step_ms: float
+    """The ranks' median step time."""
+
+
+def find_straggler(
+    measurements: Results | Iterable[Measurement], *, min_spread_pct: float
+) -> Straggler | None:
     """The rank everyone waits for: it starts its collectives last, by a spread above
     ``min_spread_pct`` of the step, and has the least coordination while the others wait."""
     ranks = _ranks_with(
-        results,
+        measurements,
         AttributionMetrics.collective_start_lateness_ms,
         AttributionMetrics.coordination,
         AttributionMetrics.step_time_ms,
     )
     if len(ranks) < 2:
-        return []
+        return None
     late = {r: ms[AttributionMetrics.collective_start_lateness_ms].value for r, ms in ranks.items()}
     rank = max(late, key=lambda r: late[r])
     step_ms = statistics.median(ms[AttributionMetrics.step_time_ms].value for ms in ranks.values())
-    others = [ms[AttributionMetrics.coordination].value for r, ms in ranks.items() if r != rank]
-    own = ranks[rank][AttributionMetrics.coordination].value
-    if late[rank] < max(_MIN_SPREAD_MS, step_ms * min_spread_pct / 100) or own >= min(others):
+    coordination = {r: ms[AttributionMetrics.coordination].value for r, ms in ranks.items()}
+    waits_least = coordination[rank] < min(v for r, v in coordination.items() if r != rank)
+    if late[rank] < max(_MIN_SPREAD_MS, step_ms * min_spread_pct / 100) or not waits_least:
+        return None
+    step_time = ranks[rank][AttributionMetrics.step_time_ms]
+    return Straggler(rank, step_time, late, coordination, step_ms)
+
+
+def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Finding]:
+    """The straggler (:func:`find_straggler`) -> fail (info among CPU ranks sharing a host)."""
+    found = find_straggler(results, min_spread_pct=min_spread_pct)
+    if found is None:
         return []
-    m = ranks[rank][AttributionMetrics.step_time_ms]
+    rank, m, late = found.rank, found.step_time, found.lateness_ms
+    own = found.coordination_pct[rank]
+    others = [v for r, v in found.coordination_pct.items() if r != rank]
     severity, note = _judged(results, m.host)
     return [
         Finding(
@@ -194,8 +230,8 @@ def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Findi
             scope=scope_label(m.host, m.device),
             message=(
                 f"Rank {rank} ({m.host} {m.device}) is the straggler: it starts its collectives "
-                f"{late[rank]:.1f} ms after the earliest rank (median; step {step_ms:.1f} ms), "
-                f"and spends {own:.0f}% of the step waiting while the others wait "
+                f"{late[rank]:.1f} ms after the earliest rank (median; step {found.step_ms:.1f} "
+                f"ms), and spends {own:.0f}% of the step waiting while the others wait "
                 f"{statistics.fmean(others):.0f}%.{note}"
             ),
             evidence={
@@ -203,9 +239,7 @@ def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Findi
                 "host": m.host,
                 "device": m.device,
                 "lateness_ms": late,
-                "coordination_pct": {
-                    r: ms[AttributionMetrics.coordination].value for r, ms in ranks.items()
-                },
+                "coordination_pct": found.coordination_pct,
             },
             fix=(
                 "Look at that GPU: clocks and throttling (nvidia-smi -q -d PERFORMANCE,CLOCK), "

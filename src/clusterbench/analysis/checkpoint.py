@@ -101,7 +101,7 @@ def free_space_findings(results: Results, *, min_ratio: float) -> list[Finding]:
                 message=(
                     f"{m.params.get('directory')} ({m.params.get('filesystem')}) has "
                     f"{m.value:.1f} GB free, less than {min_ratio:g}x one checkpoint "
-                    f"({size / 1e9:.1f} GB)."
+                    f"({size / 1e9:.3g} GB)."
                 ),
                 evidence={"free_gb": m.value, "checkpoint_bytes": size, "ratio": min_ratio},
                 fix="Free space or point --set checkpoint.directory at a larger filesystem.",

@@ -10,10 +10,11 @@ Only back-to-back timings at the largest size measured are judged (the busbw pla
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from clusterbench.analysis.node_pairs import slow_node_pairs, slow_pair_finding
+from clusterbench.analysis.node_pairs import SlowPairs, slow_node_pairs, slow_pair_finding
 from clusterbench.analysis.outliers import SPREAD_SIGMAS, pooled_cv, repeat_cv
 from clusterbench.benchmarks.collectives import CollectivesMetrics
 from clusterbench.schema import Finding, HostInfo, Measurement, Results
@@ -21,9 +22,11 @@ from clusterbench.thresholds import Thresholds
 from clusterbench.units import format_bytes
 
 __all__ = [
+    "NodePairBusbw",
     "findings",
     "inter_node_peak_gbps",
     "low_busbw_findings",
+    "node_pair_busbw",
     "node_pair_findings",
     "wrong_result_findings",
 ]
@@ -217,49 +220,79 @@ _PAIR_FIX = (
 )
 
 
-def node_pair_findings(
-    results: Results, *, mads: float, min_rel: float, sigmas: float = SPREAD_SIGMAS
-) -> list[Finding]:
-    """Per op, node pairs whose busbw falls behind the others -> fail, naming the common node
+@dataclass(frozen=True, slots=True)
+class NodePairBusbw:
+    """One op's busbw between node pairs: what :func:`node_pair_findings` judges."""
+
+    op: str
+    dtype: str
+    pairs: dict[tuple[str, str], Measurement]
+    """(node, node) -> its back-to-back busbw at the largest size that pair measured."""
+    spread: dict[tuple[str, str], float | None]
+    """Each pair's repeat CV (its blocking or graph timing's where back-to-back has none)."""
+    slow: SlowPairs | None
+    """The slow pairs and their common node (:func:`slow_node_pairs`); None when none is."""
+
+
+def node_pair_busbw(
+    measurements: Iterable[Measurement],
+    *,
+    mads: float,
+    min_rel: float,
+    sigmas: float = SPREAD_SIGMAS,
+) -> list[NodePairBusbw]:
+    """Per op and dtype, the node pairs' busbw at the largest size and the slow node among them
     (scored by :func:`~clusterbench.analysis.node_pairs.slow_node_pairs`).
 
     A pair's spread is the CV of its repeats at that op and size: back-to-back timing is one
     sample, so the blocking (or graph) timing of the same pair, op and size stands in for it."""
     pairs = [
         m
-        for m in CollectivesMetrics.busbw.select(results)
+        for m in CollectivesMetrics.busbw.select(measurements)
         if m.params.get("group_kind") == "node_pairs" and m.params.get("hosts")
     ]
     siblings: dict[tuple[Any, ...], list[float | None]] = defaultdict(list)
     for m in pairs:
         siblings[_pair_key(m)].append(repeat_cv(m))
-    by_op: dict[tuple[Any, Any], dict[tuple[str, str], float]] = defaultdict(dict)
-    spread: dict[tuple[Any, Any], dict[tuple[str, str], float | None]] = defaultdict(dict)
+    by_op: dict[tuple[str, str], dict[tuple[str, str], Measurement]] = defaultdict(dict)
+    spread: dict[tuple[str, str], dict[tuple[str, str], float | None]] = defaultdict(dict)
     for m in _largest(pairs).values():
         hosts = str(m.params.get("hosts")).split(",")
         if len(hosts) == 2:
-            key, pair = (m.params.get("op"), m.params.get("dtype")), (hosts[0], hosts[1])
-            by_op[key][pair] = m.value
+            key, pair = (str(m.params.get("op")), str(m.params.get("dtype"))), (hosts[0], hosts[1])
+            by_op[key][pair] = m
             own = repeat_cv(m)
             spread[key][pair] = own if own is not None else pooled_cv(siblings[_pair_key(m)])
     out = []
-    for (op, dtype), pair_value in by_op.items():
+    for (op, dtype), op_pairs in by_op.items():
         found = slow_node_pairs(
-            pair_value, mads=mads, min_rel=min_rel, spread=spread[(op, dtype)], sigmas=sigmas
-        )
-        if found is not None:
-            out.append(
-                slow_pair_finding(
-                    found,
-                    finding_id="collectives.slow_node_pair",
-                    measured=f"{op} busbw",
-                    unit="GB/s",
-                    fix=_PAIR_FIX,
-                    directed=False,
-                    evidence={"op": op},
-                )
-            )
+            {p: m.value for p, m in op_pairs.items()},
+            mads=mads, min_rel=min_rel, spread=spread[(op, dtype)], sigmas=sigmas,
+        )  # fmt: skip
+        out.append(NodePairBusbw(op, dtype, op_pairs, spread[(op, dtype)], found))
     return out
+
+
+def node_pair_findings(
+    results: Results, *, mads: float, min_rel: float, sigmas: float = SPREAD_SIGMAS
+) -> list[Finding]:
+    """Per op, node pairs whose busbw falls behind the others -> fail, naming the common node
+    (:func:`node_pair_busbw`)."""
+    return [
+        slow_pair_finding(
+            series.slow,
+            finding_id="collectives.slow_node_pair",
+            measured=f"{series.op} busbw",
+            unit="GB/s",
+            fix=_PAIR_FIX,
+            directed=False,
+            evidence={"op": series.op},
+        )
+        for series in node_pair_busbw(
+            results.measurements, mads=mads, min_rel=min_rel, sigmas=sigmas
+        )
+        if series.slow is not None
+    ]
 
 
 def _pair_key(m: Measurement) -> tuple[Any, ...]:

@@ -8,11 +8,13 @@ Pure functions: a :class:`~clusterbench.schema.Results` in, a list of findings o
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from clusterbench.analysis._common import best_by, ref_value, scope_label
 from clusterbench.analysis.bandwidth_ratio import bandwidth_ratio_findings
-from clusterbench.analysis.node_pairs import slow_node_pairs, slow_pair_finding
+from clusterbench.analysis.node_pairs import SlowPairs, slow_node_pairs, slow_pair_finding
 from clusterbench.analysis.outliers import SPREAD_SIGMAS, repeat_cv
 from clusterbench.benchmarks.network import NetworkMetrics
 from clusterbench.hardware.sysfs import RDMA_KINDS
@@ -22,6 +24,8 @@ from clusterbench.thresholds import Thresholds
 
 __all__ = [
     "LARGE_MODEL_PARAMS_B",
+    "DirectedPairs",
+    "directed_pairs",
     "findings",
     "internode_capacity_findings",
     "nic_state_findings",
@@ -200,49 +204,79 @@ def rdma_bandwidth_findings(results: Results, *, min_efficiency: float) -> list[
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class DirectedPairs:
+    """One metric's figures between nodes, measured by one tool: what
+    :func:`slow_node_pair_findings` judges."""
+
+    metric: Metric
+    tool: str
+    """iperf3 or socket for TCP ('' where none is recorded)."""
+    pairs: dict[tuple[str, str], Measurement]
+    """(src_host, dst_host) -> the pair's best measurement, sorted by pair."""
+    slow: SlowPairs | None
+    """The slow pairs and their common node (:func:`slow_node_pairs`); None when none is."""
+
+
+def directed_pairs(
+    measurements: Iterable[Measurement],
+    *,
+    mads: float,
+    min_rel: float,
+    sigmas: float = SPREAD_SIGMAS,
+) -> list[DirectedPairs]:
+    """TCP throughput and RDMA write bandwidth between nodes, per tool, with the slow node among
+    the directed pairs.  Loopback tests are left out, and TCP pairs are compared only with
+    pairs measured by the same tool (iperf3 and the socket test differ).  A pair's spread is
+    the CV of its test's intervals (iperf3 reports one a second: a 1-second test has none, and
+    is judged by ``mads`` and ``min_rel`` alone)."""
+    measurements = list(measurements)
+    out = []
+    for metric in (NetworkMetrics.tcp_throughput, NetworkMetrics.rdma_write_bw):
+        for tool, pairs in _directed_pairs(measurements, metric=metric).items():
+            found = slow_node_pairs(
+                {p: m.value for p, m in pairs.items()},
+                mads=mads, min_rel=min_rel, spread={p: repeat_cv(m) for p, m in pairs.items()},
+                sigmas=sigmas,
+            )  # fmt: skip
+            out.append(DirectedPairs(metric, tool, pairs, found))
+    return out
+
+
 def slow_node_pair_findings(
     results: Results, *, mads: float, min_rel: float, sigmas: float = SPREAD_SIGMAS
 ) -> list[Finding]:
     """Directed node pairs whose TCP throughput or RDMA write bandwidth falls behind the others
-    -> fail, naming the common node.  Loopback tests are left out, and TCP pairs are compared
-    only with pairs measured by the same tool (iperf3 and the socket test differ).  A pair's
-    spread is the CV of its test's intervals (iperf3 reports one a second: a 1-second test has
-    none, and is judged by ``mads`` and ``min_rel`` alone)."""
+    -> fail, naming the common node (:func:`directed_pairs`)."""
     out = []
-    for metric in (NetworkMetrics.tcp_throughput, NetworkMetrics.rdma_write_bw):
-        for tool, pairs in _directed_pairs(results, metric=metric).items():
-            pair_value = {p: m.value for p, m in pairs.items()}
-            spread = {p: repeat_cv(m) for p, m in pairs.items()}
-            found = slow_node_pairs(
-                pair_value, mads=mads, min_rel=min_rel, spread=spread, sigmas=sigmas
+    for series in directed_pairs(results.measurements, mads=mads, min_rel=min_rel, sigmas=sigmas):
+        if series.slow is None:
+            continue
+        measured = (
+            f"TCP throughput ({series.tool})"
+            if series.metric == NetworkMetrics.tcp_throughput
+            else "RDMA write bandwidth (ib_write_bw)"
+        )
+        out.append(
+            slow_pair_finding(
+                series.slow,
+                finding_id="network.slow_node_pair",
+                measured=measured,
+                unit="Gb/s",
+                fix=_PAIR_FIX,
+                directed=True,
+                evidence={"metric": series.metric.name, "tool": series.tool or None},
             )
-            if found is None:
-                continue
-            measured = (
-                f"TCP throughput ({tool})"
-                if metric == NetworkMetrics.tcp_throughput
-                else "RDMA write bandwidth (ib_write_bw)"
-            )
-            out.append(
-                slow_pair_finding(
-                    found,
-                    finding_id="network.slow_node_pair",
-                    measured=measured,
-                    unit="Gb/s",
-                    fix=_PAIR_FIX,
-                    directed=True,
-                    evidence={"metric": metric.name, "tool": tool or None},
-                )
-            )
+        )
     return out
 
 
 def _directed_pairs(
-    results: Results, *, metric: Metric
+    measurements: Iterable[Measurement], *, metric: Metric
 ) -> dict[str, dict[tuple[str, str], Measurement]]:
     """Per tool, the best measurement of each (src_host, dst_host) pair between two nodes."""
     by_tool: dict[str, dict[tuple[str, str], Measurement]] = defaultdict(dict)
-    for m in metric.select(results):
+    for m in metric.select(measurements):
         src, dst = str(m.params.get("src_host")), str(m.params.get("dst_host"))
         if m.params.get("loopback") or src == dst:
             continue

@@ -387,7 +387,7 @@ def _free_space(run: _Run) -> Measurement:
     if usage.free < run.size_bytes:
         raise RuntimeError(
             f"checkpoint: {run.root} has {usage.free / 1e9:.1f} GB free, the "
-            f"checkpoint needs {run.size_bytes / 1e9:.1f} GB"
+            f"checkpoint needs {run.size_bytes / 1e9:.3g} GB"
         )
     params: dict[str, ParamValue] = {
         "directory": str(run.root.parent),

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from clusterbench.cli._common import _console, _first_line, _split, _usage_error, app
+from clusterbench.cli._common import (
+    _compare_thresholds,
+    _console,
+    _first_line,
+    _split,
+    _usage_error,
+    app,
+)
 from clusterbench.config import ConfigError
 from clusterbench.runspec import EXIT_RUN_ERROR
 from clusterbench.thresholds import Thresholds
@@ -21,7 +28,9 @@ from clusterbench.thresholds import Thresholds
 if TYPE_CHECKING:
     from clusterbench.analysis.baseline import Baseline
     from clusterbench.analysis.compare import Comparison
-    from clusterbench.runner import RunOutcome
+    from clusterbench.cli.export import ExportRequest
+    from clusterbench.history import RunTimings
+    from clusterbench.runner import RunOutcome, RunPlan
     from clusterbench.schema import Results
 
 
@@ -124,6 +133,24 @@ def run(
     no_history: Annotated[
         bool, typer.Option("--no-history", help="Do not record the run in the history.")
     ] = False,
+    export_formats: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--export",
+            metavar="FORMAT[,FORMAT]",
+            help="At the end, export the run into its folder: csv, json-lines, prometheus, "
+            "wandb (comma-separated), as 'clusterbench export' does; an export that fails "
+            "costs one warning line, not the run.",
+        ),
+    ] = None,
+    pushgateway: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="At the end, push the run's Prometheus metrics to this Pushgateway URL "
+            "(see 'clusterbench export --help').",
+        ),
+    ] = None,
 ) -> None:
     """Run a suite on every GPU of this node (or join torchrun/srun/mpirun) and report."""
     from clusterbench.registry import summary_sections
@@ -133,6 +160,7 @@ def run(
     if history is not None and no_history:
         raise _usage_error("--history and --no-history together: choose one")
     against = _run_baseline(baseline)
+    exports = _run_exports(_split(export_formats), pushgateway)
     try:
         outcome = run_suite(
             suite=suite,
@@ -148,6 +176,7 @@ def run(
             oversubscribe=oversubscribe,
             expect_nodes=expect_nodes,
             join_timeout_s=join_timeout,
+            announce=lambda plan: _announce(plan, path=history, use=not no_history),
         )
     except ConfigError as exc:
         raise _usage_error(str(exc)) from None
@@ -178,6 +207,11 @@ def run(
         typer.echo(f"clusterbench: error: {outcome.error}", err=True)
     if results is not None and not no_history:
         _record_history(results, run_dir=outcome.run_dir, path=history)
+    if results is not None and exports is not None:
+        from clusterbench.cli.export import do_exports
+
+        for line in do_exports(results, exports, run_dir=outcome.run_dir):
+            typer.echo(f"clusterbench: warning: export not done: {line}", err=True)
     raise typer.Exit(outcome.exit_code)
 
 
@@ -196,6 +230,27 @@ def _record_history(results: Results, *, run_dir: Path, path: Path | None) -> No
         )
         return
     _console().print(f"history: {store.path}", soft_wrap=True)
+
+
+def _announce(plan: RunPlan, *, path: Path | None, use: bool) -> None:
+    """Before the first benchmark: how long the run should take, from earlier runs like it
+    in the history, else the shipped timing table (one line; a history that cannot be read
+    leaves it to the table, and recording the run says what is wrong with it)."""
+    from rich.text import Text
+
+    from clusterbench.history import HistoryError, open_history
+    from clusterbench.report.timing import expected_line
+    from clusterbench.runner import expected_times
+
+    past: list[RunTimings] = []
+    if use:
+        try:
+            with open_history(path) as store:
+                past = store.timings(suite=plan.suite, backend=plan.backend,
+                                     world_size=plan.world_size, host=plan.host)  # fmt: skip
+        except HistoryError:
+            past = []
+    _console().print(Text(expected_line(expected_times(plan, past))))
 
 
 @app.command("list")
@@ -559,6 +614,25 @@ def _load_base(source: str, *, option: str) -> Results | Baseline:
         raise _usage_error(f"{option}: {exc}") from None
 
 
+def _run_exports(formats: list[str], pushgateway: str | None) -> ExportRequest | None:
+    """``--export`` and ``--pushgateway``, checked before the run starts by the process that
+    will have the results (as ``--baseline`` is); the format names by every rank too, so that
+    a mistyped one stops them all rather than rank 0 alone."""
+    from clusterbench.cli.export import export_request
+    from clusterbench.report.export import parse_formats
+    from clusterbench.runtime.launch import detect_launcher
+
+    launcher = detect_launcher()
+    try:
+        if launcher is not None and launcher.rank != 0:
+            if formats:
+                parse_formats(formats)
+            return None
+        return export_request(formats, pushgateway=pushgateway)
+    except ValueError as exc:
+        raise _usage_error(f"--export: {exc}") from None
+
+
 def _run_baseline(source: str | None) -> Results | Baseline | None:
     """``--baseline``, read before the run starts, by the process that will have the results:
     the one started by hand, or rank 0 under a launcher (other nodes need not have the file)."""
@@ -576,8 +650,9 @@ def _with_baseline(
     outcome: RunOutcome, against: Results | Baseline, *, history: Path | None, use: bool
 ) -> tuple[RunOutcome, Comparison | None]:
     """The finished run compared with ``against`` where its results are (the parent of a
-    self-launched run, rank 0 under a launcher): regressions join the findings, results.json
-    and summary.md are written again, comparison.json beside them; a fail regression -> 1."""
+    self-launched run, rank 0 under a launcher): regressions join the findings, results.json,
+    summary.md and report.html are written again, comparison.json beside them; a fail
+    regression -> 1."""
     import dataclasses
 
     from clusterbench import baselines
@@ -594,7 +669,7 @@ def _with_baseline(
     comparison = baselines.compare_with(against, results, thresholds, previous=previous)
     results = results.model_copy(update={"findings": [*results.findings, *comparison.findings]})
     try:
-        write_results(outcome.run_dir, results)
+        write_results(outcome.run_dir, results, html=True)
         baselines.write_comparison(outcome.run_dir, comparison)
     except (ResultsWriteError, OSError) as exc:
         typer.echo(f"clusterbench: warning: comparison not saved: {exc}", err=True)
@@ -700,19 +775,6 @@ def compare_runs(
     raise typer.Exit(1 if comparison.failed else 0)
 
 
-def _compare_thresholds(config: Path | None, sets: list[str]) -> Thresholds:
-    """The built-in thresholds, with a TOML file's [thresholds] and --set thresholds.KEY=..."""
-    from clusterbench.config import build_run_config
-
-    for item in sets:
-        if not item.startswith("thresholds."):
-            raise ValueError(f"--set {item}: compare takes only thresholds.KEY=VALUE")
-    if config is None and not sets:
-        return Thresholds()
-    run_config = build_run_config(device_type="cpu", config_file=config, sets=sets)
-    return run_config.thresholds
-
-
 baseline_app = typer.Typer(
     rich_markup_mode=None,
     add_completion=False,
@@ -773,6 +835,7 @@ def baseline_build(
 
 # Commands kept in modules of their own (cli/<name>.py) define themselves on ``app`` from
 # cli/_common.py and are imported here, one line each, so that ``app`` has them.
+from clusterbench.cli import export, report  # noqa: E402, F401
 
 
 def main() -> None:

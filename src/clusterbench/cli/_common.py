@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
 from clusterbench.runspec import EXIT_USAGE
+from clusterbench.thresholds import Thresholds
 
-__all__ = ["_console", "_first_line", "_split", "_usage_error", "app"]
+__all__ = ["_compare_thresholds", "_console", "_first_line", "_split", "_usage_error", "app"]
 
 app = typer.Typer(
     name="clusterbench",
@@ -28,8 +31,9 @@ def _split(values: list[str] | None) -> list[str]:
 
 
 def _console() -> Console:
-    # Logs and pipes get 80 columns by default, which wraps the tables; give them room.
-    return Console() if sys.stdout.isatty() else Console(width=120)
+    # Logs and pipes get 80 columns by default, which wraps the tables; give them room,
+    # unless COLUMNS says how wide the reader's screen is (rich reads it).
+    return Console() if sys.stdout.isatty() or os.environ.get("COLUMNS") else Console(width=120)
 
 
 def _usage_error(message: str) -> typer.Exit:
@@ -63,3 +67,17 @@ def _first_line(exc: BaseException) -> str:
     lines = str(exc).splitlines()
     # pydantic: "1 validation error for Results\nfield\n  message"
     return "not a valid results.json: " + " ".join(line.strip() for line in lines[:3])
+
+
+def _compare_thresholds(config: Path | None, sets: list[str]) -> Thresholds:
+    """The built-in thresholds, with a TOML file's [thresholds] and --set thresholds.KEY=...
+    (``compare`` and ``report BASE NEW``)."""
+    from clusterbench.config import build_run_config
+
+    for item in sets:
+        if not item.startswith("thresholds."):
+            raise ValueError(f"--set {item}: compare takes only thresholds.KEY=VALUE")
+    if config is None and not sets:
+        return Thresholds()
+    run_config = build_run_config(device_type="cpu", config_file=config, sets=sets)
+    return run_config.thresholds

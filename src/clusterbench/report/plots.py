@@ -16,6 +16,7 @@ from typing import Any
 
 from clusterbench.report.cells import Grid, Matrix
 from clusterbench.schema import Measurement
+from clusterbench.thresholds import Thresholds
 
 __all__ = ["Plot", "PlotContext"]
 
@@ -23,6 +24,9 @@ __all__ = ["Plot", "PlotContext"]
 @dataclass(frozen=True)
 class PlotContext:
     multi_host: bool = False
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    """The run's thresholds, so that what a figure marks (the slow node, the straggler) is what
+    the run's findings name."""
     base: list[Measurement] | None = None
     """In a comparison (``clusterbench report BASE NEW``): the base run's measurements of the
     same benchmark, for figures that draw the base beside the new run; None otherwise."""
