@@ -209,6 +209,7 @@ def cpu_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=600,
     )
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    assert f"report: {out / REPORT_FILE}" in proc.stdout.splitlines()
     return out
 
 

@@ -197,7 +197,10 @@ def run(
                 soft_wrap=True,
             )
         else:
-            console.print(f"results: {outcome.run_dir / 'results.json'}")
+            console.print(f"results: {outcome.run_dir / 'results.json'}", soft_wrap=True)
+            page = outcome.run_dir / "report.html"
+            if page.is_file():
+                console.print(f"report: {page}", soft_wrap=True)
         if outcome.error is not None:
             typer.echo(f"clusterbench: error: {outcome.error}", err=True)
         elif results.errors:
