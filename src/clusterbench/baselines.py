@@ -8,7 +8,6 @@ CLI to print as it is (exit code 2).
 from __future__ import annotations
 
 import json
-import os
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from pydantic import ValidationError
 from clusterbench.analysis.baseline import Baseline, compare_baseline
 from clusterbench.analysis.compare import Comparison, Match, compare
 from clusterbench.history import HistoryError, open_history
+from clusterbench.runtime.atomic import write_text_atomic
 from clusterbench.schema import Results
 from clusterbench.thresholds import Thresholds, run_thresholds
 
@@ -112,24 +112,13 @@ def load_compared(source: str | Path) -> Results | Baseline:
         raise _invalid(p, "clusterbench results.json or baseline file", exc) from None
 
 
-def _write_text(path: Path, text: str) -> None:
-    """Written to a temporary file first, then renamed over ``path``: never half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def write_baseline(baseline: Baseline, path: Path) -> None:
-    _write_text(path, baseline.model_dump_json(indent=2) + "\n")
+    write_text_atomic(path, baseline.model_dump_json(indent=2) + "\n")
 
 
 def write_comparison(run_dir: Path, comparison: Comparison) -> Path:
     path = run_dir / COMPARISON_FILE
-    _write_text(path, comparison.model_dump_json(indent=2) + "\n")
+    write_text_atomic(path, comparison.model_dump_json(indent=2) + "\n")
     return path
 
 

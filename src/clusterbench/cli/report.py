@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from clusterbench.cli._common import _compare_thresholds, _usage_error, app
+from clusterbench.runtime.atomic import write_text_atomic
 from clusterbench.thresholds import Thresholds
 
 __all__ = ["report"]
@@ -133,7 +132,7 @@ def report(
         )
     path = output if output is not None else default
     try:
-        _write(path, page)
+        write_text_atomic(path, page)
     except OSError as exc:
         raise _usage_error(f"cannot write {path}: {exc.strerror or exc}") from None
     typer.echo(str(path))
@@ -202,19 +201,3 @@ def _comparison_page(
         show_all=show_all,
     )
     return page, _folder(new_source) / "comparison.html"
-
-
-def _write(path: Path, text: str) -> None:
-    """Written to a temporary file beside ``path`` first, then renamed over it: never half a
-    page, and no temporary file left when the write fails."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(text.encode("utf-8"))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        raise

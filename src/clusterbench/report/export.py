@@ -15,12 +15,12 @@ import csv
 import io
 import json
 import math
-import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
 from clusterbench.analysis.trend import param_text
+from clusterbench.runtime import atomic
 from clusterbench.schema import Measurement, Results
 
 __all__ = [
@@ -170,10 +170,7 @@ def _finite(value: Any) -> Any:
 def write_text_atomic(path: Path, text: str) -> None:
     """``text`` to a temporary file beside ``path``, then renamed over it: a reader (or
     node_exporter) never sees half a file.  ExportError (one line) when it cannot be written."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        atomic.write_text_atomic(path, text)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
