@@ -53,17 +53,22 @@ def test_two_honest_reruns_of_the_quick_suite_are_no_regression(tmp_path: Path) 
 
 
 def test_workers_sharing_one_core_are_a_gemm_regression(tmp_path: Path) -> None:
-    honest = [tmp_path / f"h{i}" for i in range(3)]
-    for out in honest:
-        proc = _run(out, *GEMM)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-    fleet = tmp_path / "fleet.json"
-    built = cli("baseline", "build", *map(str, honest), "-o", str(fleet))
-    assert built.returncode == 0, built.stderr
     # The test needs the honest runs to agree (a machine busy with other work spreads them,
-    # and then no change is beyond their noise, rightly): say so rather than fail below.
-    entry = next(e for e in json.loads(fleet.read_text())["entries"] if e["metric"] == "tflops")
-    spread = 1.4826 * entry["mad"] / entry["median"]
+    # and then no change is beyond their noise, rightly): up to 3 sets of 3 runs, then say so
+    # rather than fail below.
+    for attempt in range(3):
+        honest = [tmp_path / f"h{attempt}-{i}" for i in range(3)]
+        for out in honest:
+            proc = _run(out, *GEMM)
+            assert proc.returncode == 0, proc.stderr[-3000:]
+        fleet = tmp_path / f"fleet-{attempt}.json"
+        built = cli("baseline", "build", *map(str, honest), "-o", str(fleet))
+        assert built.returncode == 0, built.stderr
+        entries = json.loads(fleet.read_text())["entries"]
+        entry = next(e for e in entries if e["metric"] == "tflops")
+        spread = 1.4826 * entry["mad"] / entry["median"]
+        if spread < 0.1:
+            break
     assert spread < 0.1, f"honest runs spread {spread:.0%}: the machine is busy with other work"
     squeezed = tmp_path / "squeezed"
     proc = _run(squeezed, *GEMM, "--baseline", str(fleet), one_core=True)
@@ -82,7 +87,7 @@ def test_workers_sharing_one_core_are_a_gemm_regression(tmp_path: Path) -> None:
     vs_run = cli("compare", str(honest[-1]), str(squeezed), "--json")
     assert vs_run.returncode == 1, vs_run.stderr
     data = json.loads(vs_run.stdout)
-    assert data["num_previous"] == 3
+    assert data["num_previous"] == 3 * (attempt + 1)  # every honest run is in the history
     bad = [r for r in data["rows"] if r["verdict"] == "regression"]
     assert {(r["metric"], r["device"]) for r in bad} == {
         (m, d) for m in EXPECTED for d in ("cpu:0", "cpu:1")
