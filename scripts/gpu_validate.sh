@@ -6,6 +6,8 @@
 #   L3='gpt13b resnet50c vit' scripts/gpu_validate.sh level3   # only those Level 3 steps
 #     (steps: gpt13b resnet50 resnet50c resnet50g vit bert std sweep io attr; default gpt13b resnet50c sweep io;
 #      std: the standard suite's training preset, 1.3b with the gradient-accumulation sweep)
+#   ADVICE='wupdate tune' scripts/gpu_validate.sh advice   # measured advice: weight update,
+#     NCCL tuning sweep, prediction (steps: tests wupdate predict tune; default all of them)
 #
 # Needs python3 with torch (CUDA), rich, typer, psutil, nvidia-ml-py; wheels for anything else
 # (pydantic) may be placed in .whl/ and are installed to a private folder first.
@@ -83,6 +85,50 @@ print(len(default_world_sizes(max(1, $NGPU))))" 2>/dev/null || echo 2)
   tar czf "$FINAL_OUT/logs.tgz" -C "$OUT" .
   cp "$OUT"/table.txt "$OUT"/results-*.json "$FINAL_OUT"/ 2>/dev/null
   cat "$OUT/table.txt"
+  exit 0
+fi
+
+if [ "$SUITE" = advice ]; then
+  # Measured advice (issues 16, 17): the weight-update bandwidth of the 1.3b against this run's
+  # HBM copy, training + attribution (with the accumulation idle curve) + collectives and the
+  # scaling prediction made from them, and the NCCL tuning sweep (needs >= 2 GPUs: on one it
+  # must say why it skipped). Each step bounded; a short table last.
+  awant() { [[ " ${ADVICE:-tests wupdate predict tune} " == *" $1 "* ]]; }
+  awant tests && python3 -m pytest tests/gpu/test_weight_update_gpu.py \
+    tests/gpu/test_collectives_tune_gpu.py -q -m gpu -p no:cacheprovider 2>&1 \
+    | tee "$OUT/pytest-gpu.log" | tail -3
+  astep() {  # astep NAME SECONDS ARGS...
+    local name=$1 secs=$2; shift 2
+    local t0; t0=$(date +%s)
+    timeout "$secs" python3 -m clusterbench run --out "/tmp/cb-$name-$$" --no-history "$@" \
+      >"$OUT/run-$name.log" 2>&1
+    echo "$name: exit $? in $(( $(date +%s) - t0 )) s ($*)"
+    cp "/tmp/cb-$name-$$/results.json" "$OUT/results-$name.json" 2>/dev/null
+    cp "/tmp/cb-$name-$$/summary.md" "$OUT/summary-$name.md" 2>/dev/null
+    cp "/tmp/cb-$name-$$/report.html" "$OUT/report-$name.html" 2>/dev/null
+  }
+  if awant wupdate; then
+    astep wupdate 150 --suite standard --only memory,weight_update "$@"
+    grep -E "weight update reaches|weight_update" "$OUT/run-wupdate.log" | head -8
+  fi
+  if awant predict; then
+    astep predict 330 --suite standard --only collectives,training,attribution \
+      --set training.grad_accum_sweep= "$@"
+    python3 -m clusterbench predict "/tmp/cb-predict-$$" --gpus 2,8,64,256,1024 \
+      --gpus-per-node 8 --nic-gbps 400 >"$OUT/predict.txt" 2>&1
+    echo "predict: exit $?"
+    python3 -m clusterbench predict "/tmp/cb-predict-$$" --gpus 2,8,64,256,1024 \
+      --gpus-per-node 8 --nic-gbps 400 --json >"$OUT/predict.json" 2>/dev/null
+    cat "$OUT/predict.txt"
+    grep -E "accumulation steps|Coordination idle" "$OUT/run-predict.log" | head -3
+  fi
+  if awant tune; then
+    astep tune 200 --suite quick --only collectives --set collectives.tune=true "$@"
+    grep -iE "tune" "$OUT/run-tune.log" | head -8
+  fi
+  tar czf "$FINAL_OUT/logs.tgz" -C "$OUT" .
+  cp "$OUT"/results-*.json "$OUT"/predict.* "$OUT"/summary-*.md "$FINAL_OUT"/ 2>/dev/null
+  for f in "$OUT"/results-*.json; do python3 scripts/validate_table.py "$f"; done 2>&1 | tail -40
   exit 0
 fi
 
