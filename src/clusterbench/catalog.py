@@ -18,6 +18,7 @@ from clusterbench.analysis import memory as memory_analysis
 from clusterbench.analysis import network as network_analysis
 from clusterbench.analysis import training as training_analysis
 from clusterbench.analysis import transfer as transfer_analysis
+from clusterbench.analysis import weight_update as weight_update_analysis
 from clusterbench.benchmarks import (
     attribution,
     checkpoint,
@@ -29,6 +30,7 @@ from clusterbench.benchmarks import (
     network,
     selftest,
     transfer,
+    weight_update,
 )
 from clusterbench.benchmarks.training import bench as training
 from clusterbench.benchmarks.training import settings as training_settings
@@ -42,6 +44,7 @@ from clusterbench.report.figures import memory as memory_figures
 from clusterbench.report.figures import network as network_figures
 from clusterbench.report.figures import training as training_figures
 from clusterbench.report.figures import transfer as transfer_figures
+from clusterbench.report.figures import weight_update as weight_update_figures
 from clusterbench.report.sections import attribution as attribution_section
 from clusterbench.report.sections import checkpoint as checkpoint_section
 from clusterbench.report.sections import collectives as collectives_section
@@ -51,6 +54,7 @@ from clusterbench.report.sections import memory as memory_section
 from clusterbench.report.sections import network as network_section
 from clusterbench.report.sections import training as training_section
 from clusterbench.report.sections import transfer as transfer_section
+from clusterbench.report.sections import weight_update as weight_update_section
 
 __all__ = ["BUILTIN", "builtin", "register_builtin"]
 
@@ -136,6 +140,19 @@ BUILTIN: tuple[Benchmark, ...] = (
         findings=training_analysis.findings,
         section=training_section.section,
         figures=training_figures.figures,
+    ),
+    Benchmark(
+        name="weight_update",
+        level=3,
+        scope="per_device",
+        suites=FROM_STANDARD,
+        settings_from="training",
+        run=weight_update.weight_update,
+        settings=weight_update.WeightUpdateConfig,
+        metrics=weight_update.WeightUpdateMetrics,
+        findings=weight_update_analysis.findings,
+        section=weight_update_section.section,
+        figures=weight_update_figures.figures,
     ),
     Benchmark(
         name="dataloader",

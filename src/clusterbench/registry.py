@@ -9,6 +9,13 @@ benchmark's ``findings``, :func:`summary_sections` builds every benchmark's ``se
 
 The built-in benchmarks are declared in :mod:`clusterbench.catalog`; a benchmark of one's own is
 its own modules plus one :func:`register` call (docs/architecture.md shows one).
+
+Beside the benchmarks' parts, :func:`summary_sections` and :func:`report_plots` append the ones
+that belong to no one benchmark: the run's scaling prediction (from training and collectives
+together; :mod:`clusterbench.report.sections.prediction`), named ``prediction``, the training
+partition search (its predictions need the collectives' links too), named ``training
+partition``, and where each rank ran (doctor's placement facts;
+:mod:`clusterbench.report.sections.placement`).
 """
 
 from __future__ import annotations
@@ -22,7 +29,12 @@ from clusterbench.analysis import run_findings
 from clusterbench.benchmarks.presets import DeviceType, SuiteName
 from clusterbench.metrics import MetricSet
 from clusterbench.report.cells import Section, generic_section
+from clusterbench.report.figures import prediction as prediction_figures
+from clusterbench.report.figures import training as training_figures
 from clusterbench.report.plots import Plot, PlotContext
+from clusterbench.report.sections import placement as placement_section
+from clusterbench.report.sections import prediction as prediction_section
+from clusterbench.report.sections import training as training_section
 from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import SEVERITY_ORDER, Finding, Measurement, Results
 from clusterbench.thresholds import Thresholds, run_thresholds
@@ -159,7 +171,9 @@ def _multi_host(results: Results) -> bool:
 
 
 def summary_sections(results: Results) -> list[Section]:
-    """One section per benchmark, in the order the run measured them."""
+    """One section per benchmark, in the order the run measured them; then the run-wide ones:
+    the prediction's (when training and collectives both ran) and the placement table (when
+    doctor recorded where the ranks ran)."""
     by_benchmark = _by_benchmark(results)
     multi_host = _multi_host(results)
     sections = []
@@ -168,7 +182,27 @@ def summary_sections(results: Results) -> list[Section]:
         section = (held.section if held is not None else generic_section)(ms, multi_host)
         section.benchmark = name
         sections.append(section)
-    return sections
+    derived = (make(results) for make in _RUN_SECTIONS)
+    return sections + [d for d in derived if d is not None]
+
+
+_RUN_SECTIONS: tuple[Callable[[Results], Section | None], ...] = (
+    prediction_section.section,
+    training_section.partition_section,
+    placement_section.section,
+)
+"""Sections of the run as a whole, after the benchmarks' (None: nothing to show)."""
+
+
+def _drawn(name: str, draw: Callable[..., Iterable[Plot]], *args: Any) -> list[Plot]:
+    """``draw(*args)``'s plots; one that raises gets one plot with no data whose note says what
+    went wrong (the page shows such a plot as that line alone)."""
+    try:
+        return list(draw(*args))
+    except Exception as exc:  # one benchmark's drawing must not lose the whole report
+        reason = " ".join(str(exc).split())[:300] or "no message"
+        note = f"the plots of {name} could not be drawn: {type(exc).__name__}: {reason}"
+        return [Plot(title=f"{name}: plots not drawn", figure={}, notes=[note])]
 
 
 def report_plots(results: Results, *, base: Results | None = None) -> dict[str, list[Plot]]:
@@ -177,7 +211,8 @@ def report_plots(results: Results, *, base: Results | None = None) -> dict[str, 
     ``base``: the base run of a comparison, whose measurements of the same benchmark each
     ``figures`` gets in :attr:`PlotContext.base`.  A ``figures`` that raises costs its benchmark
     its plots, not the report: it gets one plot with no data whose note says what went wrong
-    (the page shows such a plot as that line alone).
+    (the page shows such a plot as that line alone).  The prediction's plots come last, under
+    ``prediction``.
     """
     base_by_benchmark = _by_benchmark(base) if base is not None else None
     multi_host = _multi_host(results)
@@ -192,10 +227,11 @@ def report_plots(results: Results, *, base: Results | None = None) -> dict[str, 
             thresholds=thresholds,
             base=None if base_by_benchmark is None else base_by_benchmark.get(name, []),
         )
-        try:
-            plots[name] = list(held.figures(ms, ctx))
-        except Exception as exc:  # one benchmark's drawing must not lose the whole report
-            reason = " ".join(str(exc).split())[:300] or "no message"
-            note = f"the plots of {name} could not be drawn: {type(exc).__name__}: {reason}"
-            plots[name] = [Plot(title=f"{name}: plots not drawn", figure={}, notes=[note])]
+        plots[name] = _drawn(name, held.figures, ms, ctx)
+    predicted = _drawn(prediction_section.NAME, prediction_figures.figures, results)
+    if predicted:
+        plots[prediction_section.NAME] = predicted
+    partition = _drawn(training_section.PARTITION, training_figures.partition_figures, results)
+    if partition:
+        plots[training_section.PARTITION] = partition
     return plots

@@ -26,6 +26,13 @@ class Thresholds:
     """BF16/FP16 GEMM below this multiple of FP32 -> warn (seed guide: 2-3x)."""
     hbm_min_efficiency: float = 0.80
     """Device memory copy below this fraction of the spec bandwidth -> warn."""
+    weight_update_min_vs_hbm: float = 0.5
+    """The best optimizer step of a layout below this fraction of the copy bandwidth the memory
+    benchmark measured on the same device -> warn.  A fused AdamW step is one pass over its
+    seven tensor streams: 268M fp32 parameters in 2.2 ms on an H200, 3.4 TB/s of 28 B/param,
+    about 80% of the 4.27 TB/s copy (docs/reference.md); the seed paper saw FP16 updates at 65%
+    of theoretical HBM on H100.  Foreach AdamW writes and re-reads temporaries, about three
+    times the necessary bytes, so below half the step is not on a fused path."""
     host_device_min_efficiency: float = 0.80
     """Pinned host<->device below this fraction of the PCIe link rate -> warn."""
     p2p_min_efficiency: float = 0.80
@@ -47,6 +54,10 @@ class Thresholds:
     """Training scaling efficiency below this -> warn (seed: >= 90%)."""
     scaling_min_efficiency_fail: float = 0.80
     """...and below this -> fail (seed: below 80% there is a bottleneck)."""
+    prediction_target_efficiency: float = 0.90
+    """The weak-scaling efficiency the run's prediction at larger GPU counts aims for: the
+    inter-node bandwidth per node it needs is stated, and a predicted efficiency below it at
+    the largest count (1024 GPUs) -> warn (seed: >= 90%); at most 1."""
     mfu_min: float = 0.40
     """MFU below this for models of 1.3B parameters and more -> warn.  The seed names 50-60% on
     H100; public large runs reach 41-48% (Megatron-LM) and 33-39% (torchtitan 8B FSDP),
@@ -126,6 +137,11 @@ class Thresholds:
             value = getattr(self, f.name)
             if value is not None and value <= 0:
                 raise ValueError(f"{f.name} must be positive, got {value}")
+        if self.prediction_target_efficiency > 1:
+            raise ValueError(
+                f"prediction_target_efficiency must be at most 1, got "
+                f"{self.prediction_target_efficiency}"
+            )
 
 
 def practical_floor(unit: str, thresholds: Thresholds, *, device: str = "") -> tuple[float, float]:

@@ -242,10 +242,18 @@ def _open_rank_log(ctx: DistContext, spec: RunSpec, *, keep_unsent: bool) -> Ran
     raise AssertionError("not reached")
 
 
+def _nccl_logging(spec: RunSpec) -> bool:
+    """Whether NCCL logs INFO to a file per rank, kept in the run folder: with --nccl-debug, and
+    for the collectives tuning sweep, whose proof that a setting took effect is that log."""
+    tune = getattr(spec.config.benchmarks.get("collectives"), "tune", False)
+    return (spec.nccl_debug or bool(tune)) and spec.device_type == "cuda"
+
+
 def make_context(spec: RunSpec) -> DistContext:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    if spec.nccl_debug and spec.device_type == "cuda":
-        os.environ.update(debug_env(rank))  # read by NCCL when the communicator starts
+    if _nccl_logging(spec):
+        # read once, at NCCL's first log line; the sweep alone needs no per-op (TUNING) lines
+        os.environ.update(debug_env(rank, per_op=spec.nccl_debug))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
     if spec.device_type == "cuda":
@@ -356,7 +364,7 @@ def run_benchmarks(ctx: DistContext, *, spec: RunSpec, log: RankLog, collector: 
             bar.finish()
             collector.after_benchmark(ctx, log)
     ctx.benchmark = ""
-    if spec.nccl_debug and spec.device_type == "cuda":
+    if _nccl_logging(spec):
         _keep_nccl_log(ctx, run_dir=Path(spec.run_dir), log=log)
     try:
         ctx.barrier()

@@ -3,15 +3,17 @@ must come out as the dominant class (or, for a delayed rank, as the straggler)."
 
 from __future__ import annotations
 
-import os
+import itertools
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
 from tests.helpers import cpu_run
+from tests.unit.test_report_figures import check_figure
+
+from clusterbench.report.figures import attribution as attribution_figures
+from clusterbench.report.plots import PlotContext
+from clusterbench.report.sections import attribution as attribution_section
 from clusterbench.schema import Results
 
 pytestmark = pytest.mark.dist
@@ -84,3 +86,93 @@ def test_large_gradients_over_gloo_are_communication_bound(tmp_path: Path) -> No
 def test_gemm_heavy_model_is_compute_bound(tmp_path: Path) -> None:
     results = run_attribution(tmp_path / "run", "attribution.model=gemm_heavy")
     assert_bound(results, "compute")  # and exit 0: no fail finding, no judged straggler
+
+
+SWEEP = (1, 2, 4, 8)
+PARTS = ("idle_ms", "collective_wait_ms", "idle_pct", "wait_pct")
+
+
+def accum(results: Results) -> dict[tuple[str, int, int, str], float]:
+    """(metric, rank, accumulation steps, rank_step) -> value of the sweep's measurements."""
+    return {
+        (m.metric, m.rank, int(m.params["accum_steps"]), str(m.params["rank_step"])): m.value
+        for m in results.measurements
+        if m.benchmark == "attribution" and "accum_steps" in m.params  # type: ignore[arg-type]
+    }
+
+
+def iterations(values: dict, metric: str, rank: int, k: int) -> list[float]:
+    return [v for (mm, r, kk, s), v in values.items() if (mm, r, kk) == (metric, rank, k)
+            and s != "mean"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def plain_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Results]:
+    out = tmp_path_factory.mktemp("accum") / "run"
+    sweep = ",".join(map(str, SWEEP))
+    return out, run_attribution(out, "attribution.model=tiny", f"attribution.accum_sweep={sweep}")
+
+
+def test_the_accumulation_sweep_records_every_rank_and_count(
+    plain_sweep: tuple[Path, Results],
+) -> None:
+    out, results = plain_sweep
+    values = accum(results)
+    for rank, k, metric in itertools.product((0, 1), SWEEP, PARTS):
+        assert (metric, rank, k, "mean") in values
+        per_iteration = iterations(values, metric, rank, k)
+        assert len(per_iteration) == 2  # the CPU preset's active steps
+        assert values[(metric, rank, k, "mean")] == pytest.approx(statistics.fmean(per_iteration))
+    for rank, k in itertools.product((0, 1), SWEEP):
+        for step in {s for (_, r, kk, s) in values if (r, kk) == (rank, k)}:
+            idle, wait = values[("idle_pct", rank, k, step)], values[("wait_pct", rank, k, step)]
+            assert idle > 0 and wait >= 0 and idle + wait <= 100
+            if step != "mean":  # ms and % describe the same iteration
+                it_ms = 100 * values[("idle_ms", rank, k, step)] / idle
+                assert values[("collective_wait_ms", rank, k, step)] == pytest.approx(
+                    it_ms * wait / 100, abs=1e-6
+                )
+    names = {p.name for p in (out / "traces").iterdir()}
+    for rank, k in itertools.product((0, 1), SWEEP):
+        assert f"rank-{rank:05d}.accum-{k:02d}.pt.trace.json.gz" in names
+    [finding] = [f for f in results.findings if f.id == "attribution.accum_idle"]
+    assert finding.severity == "info"  # CPU ranks: stated, not judged
+    assert "at 1–4 accumulation steps" in finding.message and "at 8 (" in finding.message
+    # the report: the sweep's table beside the classes', its figure valid and of these values
+    ms = [m for m in results.measurements if m.benchmark == "attribution"]
+    classes, table = attribution_section.section(ms, multi_host=False).grids
+    assert [row[0] for row in classes.rows] == ["0", "1"]
+    assert [row[0] for row in table.rows] == [str(k) for k in SWEEP]
+    _, figure = attribution_figures.figures(ms, PlotContext())
+    check_figure(figure, ms)
+    # the profile before the sweep keeps its measurements and their params
+    [step_time] = [m for m in results.measurements if m.metric == "step_time_ms" and m.rank == 0]
+    assert step_time.params["grad_accum"] == 1 and "accum_steps" not in step_time.params
+
+
+def test_planted_input_delay_and_straggler_come_out_as_idle_and_wait(
+    tmp_path: Path, plain_sweep: tuple[Path, Results]
+) -> None:
+    """20 ms of sleep per micro-batch on both ranks: each iteration of k micro-steps is idle at
+    least k x 20 ms, more than the plain run's, and more with every k; rank 1 does 40 ms more
+    work per step: rank 0 waits for it inside the all-reduce."""
+    delay_ms, straggle_ms = 20.0, 40.0
+    results = run_attribution(
+        tmp_path / "run", "attribution.model=tiny", "attribution.accum_sweep=1,2,4",
+        f"attribution.input_delay_ms={delay_ms}", "attribution.delay_rank=1",
+        f"attribution.delay_ms={straggle_ms}", "attribution.keep_traces=false",
+    )  # fmt: skip
+    values, plain = accum(results), accum(plain_sweep[1])
+    for rank, k in itertools.product((0, 1), (1, 2, 4)):
+        idle = iterations(values, "idle_ms", rank, k)
+        assert min(idle) >= 0.95 * delay_ms * k, (rank, k, idle)
+        # above the plain run's (whose own gaps grow on a busy machine: CPU ranks descheduled)
+        rise = values[("idle_ms", rank, k, "mean")] - plain[("idle_ms", rank, k, "mean")]
+        assert rise >= 0.25 * delay_ms * k, (rank, k, rise)
+    for rank in (0, 1):  # idle rises with the micro-steps (and their sleeps)
+        idle = [values[("idle_ms", rank, k, "mean")] for k in (1, 2, 4)]
+        assert idle == sorted(idle) and idle[2] > idle[0] + 2 * delay_ms, idle
+    waits = {r: [v for k in (1, 2, 4) for v in iterations(values, "collective_wait_ms", r, k)]
+             for r in (0, 1)}  # fmt: skip
+    assert statistics.median(waits[0]) >= 0.5 * straggle_ms, waits
+    assert statistics.median(waits[0]) > statistics.median(waits[1]) + 0.25 * straggle_ms, waits

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from tests.helpers import cpu_run
 
+from clusterbench.benchmarks.training.decoder import Decoder
+from clusterbench.benchmarks.training.models import DECODER_PRESETS
 from clusterbench.report.sections.training import section as training_section
 from clusterbench.schema import Results
 
@@ -44,6 +46,12 @@ def test_every_strategy_trains_on_two_ranks(tmp_path: Path) -> None:
     assert set(tokens) == {1, 2} and all(v > 0 for v in tokens.values())
     eff = [m for m in scaling if m.metric == "scaling_efficiency"]
     assert len(eff) == 1 and eff[0].params["world_size"] == 2 and eff[0].unit == "%"
+    # fsdp2 shards the parameters over 2 ranks; the gradient bytes count them whole (fp32)
+    numel = sum(p.numel() for p in Decoder(DECODER_PRESETS["tiny"]).parameters())
+    grads = {m.params["world_size"]: m for m in scaling if m.metric == "gradient_bytes"}
+    assert {w: m.value for w, m in grads.items()} == {1: 4 * numel, 2: 4 * numel}
+    step_params = {m.params["world_size"]: m.params for m in scaling if m.metric == "step_time_ms"}
+    assert {w: m.params for w, m in grads.items()} == step_params
     assert all(math.isfinite(m.value) for m in scaling if m.metric == "loss")
     assert not any(m.metric == "mfu" for m in ms)  # no peak on CPU
     fits = {m.params["strategy"]: m for m in ms if m.metric == "fits"}

@@ -7,13 +7,12 @@ from typing import Any
 import pytest
 
 from clusterbench.analysis import attribution as attribution_analysis
+from clusterbench.benchmarks.attribution_ranks import collective_waits, start_lateness
 from clusterbench.benchmarks.attribution_trace import (
     Collective,
     Peaks,
-    collective_waits,
     mean_percentages,
     op_flops_bytes,
-    start_lateness,
     step_breakdowns,
 )
 from clusterbench.report.sections import attribution as attribution_report

@@ -55,7 +55,7 @@ def test_only_and_skip() -> None:
     cfg = build_run_config(device_type="cpu", suite="standard")
     assert list(cfg.benchmarks) == [
         "doctor", "gemm", "memory", "transfer", "collectives", "network",
-        "training", "dataloader", "checkpoint", "attribution",
+        "training", "weight_update", "dataloader", "checkpoint", "attribution",
     ]  # fmt: skip
 
 

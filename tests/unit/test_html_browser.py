@@ -25,14 +25,17 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from tests.helpers import cli
 from tests.html_page import external_references
+from tests.prediction_runs import run_of
 from tests.report_figures import own_figures
 from tests.synthetic_cluster import cluster_results
+from tests.unit.test_nccl_tune import TREE_LL, default, repeats, rows_of
 
 from clusterbench import catalog, registry
 from clusterbench.finalize import REPORT_FILE
 from clusterbench.report.html import render_html
 from clusterbench.report.plots import Plot
 from clusterbench.schema import Results, load_results
+from clusterbench.thresholds import Thresholds
 
 catalog.register_builtin()
 
@@ -278,6 +281,64 @@ def test_a_synthetic_multi_node_run_in_chromium(chromium: webdriver.Chrome, tmp_
     verdict = chromium.find_element(By.CSS_SELECTOR, ".verdict")
     assert verdict.text == "run completed · findings: 1 fail, 2 warn, 1 info"
     assert verdict.get_attribute("class") == "verdict fail"
+
+
+def test_the_prediction_curves_in_chromium(chromium: webdriver.Chrome, tmp_path: Path) -> None:
+    """A run of 2 nodes with training and collectives: the prediction's two plots (lines,
+    filled bands, markers on a log axis) draw, with the data the prediction computed."""
+    results = run_of(num_nodes=2)
+    plots = registry.report_plots(results)
+    assert [p.title for p in plots["prediction"]] == [
+        "Predicted weak-scaling efficiency of 1.3b (8 GPUs per node, 1,277 Gb/s per node)",
+        "Step time of 1.3b: measured, validated and predicted",
+    ]
+    html = render_html(results, registry.summary_sections(results), plots)
+    page = tmp_path / "report.html"
+    page.write_text(html, encoding="utf-8")
+    opened = open_page(chromium, page)
+    assert_sound(opened, html)
+    assert without_ids(opened.blob["figures"]) == as_json(plots, results)
+    drawn = [f for f in opened.blob["figures"] if f["benchmark"] == "prediction"]
+    assert len(drawn) == 2
+    ids = [f["id"] for f in drawn]
+    filled = chromium.execute_script(
+        "return arguments[0].map(function (id) {"
+        "  return document.getElementById(id).querySelectorAll('.js-fill').length; });",
+        ids,
+    )
+    assert all(n >= 2 for n in filled), filled  # each strategy's band is drawn as an area
+
+
+def test_what_to_change_is_a_visible_table_above_the_hardware(
+    chromium: webdriver.Chrome, tmp_path: Path
+) -> None:
+    """A run of 2 nodes whose NCCL tuning found a faster setting: its advice, ranked by gain
+    above the prediction's, is a table the browser shows after the verdict, before the
+    hardware; a click on its gain column sorts by the speed-up."""
+    results = run_of(num_nodes=2)
+    results.measurements += default() + rows_of(TREE_LL, repeats(70.0, n=7))
+    results.findings = registry.analyze(results, Thresholds())
+    page = tmp_path / "report.html"
+    page.write_text(render_html(results, registry.summary_sections(results), {}), encoding="utf-8")
+    open_page(chromium, page)
+    table = chromium.find_element(By.CSS_SELECTOR, "#advice table")
+    assert table.is_displayed()
+    verdict, hardware = (chromium.find_element(By.ID, i) for i in ("verdict", "run"))
+    assert verdict.location["y"] < table.location["y"] < hardware.location["y"]
+
+    def rows() -> list[list[str]]:
+        return [
+            [td.text for td in r.find_elements(By.TAG_NAME, "td")]
+            for r in table.find_elements(By.CSS_SELECTOR, "tbody tr")
+        ]
+
+    shown = rows()
+    assert shown[0][1] == f"export {TREE_LL}"
+    assert shown[0][2].startswith("−30% all_reduce time") and shown[0][5] == "collectives"
+    assert shown[1][3].startswith("predicted ±") and shown[1][5] == "prediction"
+    gain = table.find_elements(By.CSS_SELECTOR, "thead th")[2]
+    gain.click()  # ascending: the smaller speed-up first
+    assert [r[5] for r in rows()] == ["prediction", "collectives"]
 
 
 def test_a_click_on_a_header_sorts_by_the_number_not_the_text(

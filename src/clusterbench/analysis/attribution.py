@@ -1,5 +1,6 @@
 """Verdicts on the attribution benchmark: what the run is bound by and what to change, joined
-with the Level 1-3 evidence present in the same results; and the straggler everyone waits for.
+with the Level 1-3 evidence present in the same results; the straggler everyone waits for; and
+whether coordination idle rises past four accumulation steps (:mod:`.attribution_accum`).
 
 Pure functions: a :class:`~clusterbench.schema.Results` in, findings out.
 """
@@ -12,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from clusterbench.analysis._common import gpu_severity, scope_label, shared_cpu_hosts
+from clusterbench.analysis.attribution_accum import accum_idle_findings
 from clusterbench.analysis.collectives import low_busbw_findings
 from clusterbench.analysis.outliers import robust_outliers
 from clusterbench.benchmarks.attribution import AttributionMetrics
@@ -68,7 +70,8 @@ _FIXES = {
 
 
 def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
-    """Every attribution verdict: the dominant class, the straggler, ranks busy for longer."""
+    """Every attribution verdict: the dominant class, the straggler, ranks busy for longer,
+    the accumulation sweep's statement."""
     stragglers = straggler_findings(results, min_spread_pct=thresholds.straggler_min_spread_pct)
     slow = busy_time_outliers(
         results, mads=thresholds.outlier_mads, min_rel=thresholds.outlier_min_rel
@@ -76,7 +79,7 @@ def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     verdict = verdict_findings(
         results, stragglers=stragglers, min_busbw_efficiency=thresholds.busbw_min_efficiency
     )
-    return [*verdict, *stragglers, *slow]
+    return [*verdict, *stragglers, *slow, *accum_idle_findings(results)]
 
 
 def _by_rank(source: Results | Iterable[Measurement]) -> dict[int, dict[Metric, Measurement]]:

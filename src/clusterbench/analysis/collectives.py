@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from clusterbench.analysis.nccl_tune_findings import tune_findings
 from clusterbench.analysis.node_pairs import SlowPairs, slow_node_pairs, slow_pair_finding
 from clusterbench.analysis.outliers import SPREAD_SIGMAS, pooled_cv, repeat_cv
 from clusterbench.benchmarks.collectives import CollectivesMetrics
@@ -36,7 +37,8 @@ _DOWN_STATES = frozenset({"down", "disabled", "polling", "init", "armed", "dorma
 
 
 def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
-    """Every collectives finding: wrong results (fail), low busbw (warn), slow node pair (fail)."""
+    """Every collectives finding: wrong results (fail), low busbw (warn), slow node pair (fail),
+    and the NCCL tuning sweep's (:mod:`.nccl_tune_findings`)."""
     return [
         *wrong_result_findings(results),
         *low_busbw_findings(results, min_efficiency=thresholds.busbw_min_efficiency),
@@ -46,6 +48,7 @@ def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
             min_rel=thresholds.node_pair_min_rel,
             sigmas=thresholds.outlier_spread_sigmas,
         ),
+        *tune_findings(results),
     ]
 
 

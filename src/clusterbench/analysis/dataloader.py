@@ -1,13 +1,18 @@
 """Verdicts on the input pipeline (``dataloader`` benchmark): is the device waiting for data?
 
-Pure functions: a :class:`~clusterbench.schema.Results` in, a list of findings out.
+The sweep's winner is advice (:mod:`.advice`) where it beat PyTorch's defaults beyond the
+noise of their windows (:func:`~clusterbench.analysis.advice.compare_samples`, p below
+``thresholds.regression_alpha``).  Pure functions: a :class:`~clusterbench.schema.Results`
+in, a list of findings out.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from clusterbench.analysis._common import gpu_severity, scope_label
+from clusterbench.analysis.advice import advice_evidence, compare_samples
 from clusterbench.benchmarks.dataloader import DataloaderMetrics
 from clusterbench.schema import Finding, Measurement, Results
 from clusterbench.thresholds import Thresholds
@@ -25,7 +30,7 @@ def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     """Every input-pipeline verdict (the busy limit is ``thresholds.gpu_busy_min``)."""
     return [
         *input_bound_findings(results, min_busy=thresholds.gpu_busy_min),
-        *slow_default_findings(results),
+        *slow_default_findings(results, alpha=thresholds.regression_alpha),
     ]
 
 
@@ -115,10 +120,35 @@ def input_bound_findings(results: Results, *, min_busy: float) -> list[Finding]:
     return out
 
 
-def slow_default_findings(results: Results) -> list[Finding]:
+def _values(m: Measurement) -> list[float]:
+    return list(m.stats.values or []) if m.stats is not None else []
+
+
+def _advice(
+    default: Measurement, winner: Measurement, *, change: str, alpha: float
+) -> dict[str, Any]:
+    """The winner as advice where its windows beat the defaults' beyond the noise, else {}."""
+    gain = compare_samples(_values(default), _values(winner), better="higher", alpha=alpha)
+    if gain is None or not gain.beyond_noise:
+        return {}
+    low, high = gain.interval
+    evidence = (
+        f"medians of {len(_values(winner))} vs {len(_values(default))} timed windows "
+        f"(default), one-sided Mann–Whitney p {gain.p_value:.1g}, 95% CI of the speed-up "
+        f"{low:.2f}–{high:.2f}×"
+    )
+    return advice_evidence(
+        change=change, gain=gain.gain, better="higher", basis="measured", noise=gain.noise,
+        gain_of=f"DataLoader samples/s on the {winner.params.get('dataset')} dataset",
+        evidence=evidence,
+    )  # fmt: skip
+
+
+def slow_default_findings(results: Results, *, alpha: float) -> list[Finding]:
     """The loader at PyTorch's defaults (no workers, no pinning) slower than the step, and the
     sweep found a faster setting -> info naming it.  When the defaults were the sweep's best,
-    more workers are no advice (the input-bound finding says what is left to do)."""
+    more workers are no advice (the input-bound finding says what is left to do); the setting
+    is advice where its windows beat the defaults' beyond the noise (p below ``alpha``)."""
     steps = {_key(m): m for m in DataloaderMetrics.step_samples_per_s.select(results)}
     loaders: dict[tuple[str, str, str], list[Measurement]] = defaultdict(list)
     for m in DataloaderMetrics.loader_samples_per_s.select(results):
@@ -135,6 +165,7 @@ def slow_default_findings(results: Results) -> list[Finding]:
         p = winner.params
         setting = f"num_workers={p.get('num_workers')}, prefetch_factor={p.get('prefetch_factor')}"
         pin = ", pin_memory=True" if p.get("pin_memory") else ""
+        change = f"DataLoader({setting}{pin})"
         out.append(
             Finding(
                 id="dataloader.slow_default_loader",
@@ -151,6 +182,7 @@ def slow_default_findings(results: Results) -> list[Finding]:
                     "step_samples_per_s": step.value,
                     "best_loader": dict(p),
                     "best_loader_samples_per_s": winner.value,
+                    **_advice(default, winner, change=change, alpha=alpha),
                 },
                 fix=f"Set {setting}{pin} in the DataLoader (the sweep's best here).",
             )

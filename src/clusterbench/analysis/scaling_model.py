@@ -53,6 +53,7 @@ __all__ = [
     "Workload",
     "bandwidth_for_efficiency",
     "beta_for_node_gbps",
+    "fit_compute_s",
     "node_gbps",
     "predict_step",
     "validate",
@@ -299,6 +300,57 @@ class Validation:
         return max(abs(p.rel_error) for p in self.points)
 
 
+def fit_compute_s(
+    measured: Mapping[int, float],
+    *,
+    fit_sizes: Sequence[int],
+    links: Links,
+    grad_bytes: float,
+    overlap: float,
+    strategy: Strategy = "ddp",
+    algorithm: Algorithm = "ring",
+) -> float:
+    """The compute time that makes the model's step times closest to ``measured`` (world size
+    -> seconds) on ``fit_sizes``: least squares on the relative error, the link fits and the
+    overlap taken as given (at world size 1 alone, the measured step itself)."""
+    fit_set = sorted(set(fit_sizes))
+    missing = [w for w in fit_set if w not in measured]
+    if not fit_set or missing:
+        raise ValueError(f"fit sizes need measured step times: missing {missing or 'all'}")
+    if any(not (measured[w] > 0 and math.isfinite(measured[w])) for w in fit_set):
+        raise ValueError("measured step times must be finite and > 0")
+
+    def loss(compute_s: float) -> float:
+        return sum(
+            (_step_s(compute_s, w, links=links, grad_bytes=grad_bytes, overlap=overlap,
+                     strategy=strategy, algorithm=algorithm) / measured[w] - 1.0) ** 2
+            for w in fit_set
+        )  # fmt: skip
+
+    upper = max(measured[w] for w in fit_set)
+    best = optimize.minimize_scalar(
+        loss, bounds=(upper * 1e-9, upper), method="bounded", options={"xatol": upper * 1e-12}
+    )
+    return float(best.x)
+
+
+def _step_s(
+    compute_s: float,
+    world_size: int,
+    *,
+    links: Links,
+    grad_bytes: float,
+    overlap: float,
+    strategy: Strategy,
+    algorithm: Algorithm,
+) -> float:
+    w = Workload(compute_s=compute_s, grad_bytes=grad_bytes, overlap=overlap)
+    return predict_step(
+        w, links, world_size=world_size, strategy=strategy, base_world_size=world_size,
+        algorithm=algorithm,
+    ).step_s  # fmt: skip
+
+
 def validate(
     measured: Mapping[int, float],
     *,
@@ -311,40 +363,31 @@ def validate(
 ) -> Validation:
     """The model's own error: ``measured`` maps world size -> measured step seconds.
 
-    On ``fit_sizes`` the model's one free quantity, the compute time, is fitted (least squares
-    on the relative error; at world size 1 alone that is the measured step); the link fits and
-    the overlap are taken as given. Every other measured size is predicted and compared. A fit
-    size whose step is all communication (comm - compute exposed, the compute hidden under it)
-    says nothing about the compute time: include a size whose step is not.
+    On ``fit_sizes`` the model's one free quantity, the compute time, is fitted
+    (:func:`fit_compute_s`); every other measured size is predicted and compared. A fit size
+    whose step is all communication (comm - compute exposed, the compute hidden under it) says
+    nothing about the compute time: include a size whose step is not.
     """
+    if any(not (t > 0 and math.isfinite(t)) for t in measured.values()):
+        raise ValueError("measured step times must be finite and > 0")
+    compute_s = fit_compute_s(
+        measured, fit_sizes=fit_sizes, links=links, grad_bytes=grad_bytes, overlap=overlap,
+        strategy=strategy, algorithm=algorithm,
+    )  # fmt: skip
     fit_set = sorted(set(fit_sizes))
-    missing = [w for w in fit_set if w not in measured]
-    if not fit_set or missing:
-        raise ValueError(f"fit sizes need measured step times: missing {missing or 'all'}")
     checked = sorted(w for w in measured if w not in fit_set)
     if not checked:
         raise ValueError("no measured world size is left to check the prediction on")
-    if any(not (t > 0 and math.isfinite(t)) for t in measured.values()):
-        raise ValueError("measured step times must be finite and > 0")
 
-    def step(compute_s: float, world_size: int) -> float:
-        w = Workload(compute_s=compute_s, grad_bytes=grad_bytes, overlap=overlap)
-        return predict_step(
-            w, links, world_size=world_size, strategy=strategy, base_world_size=world_size,
-            algorithm=algorithm,
-        ).step_s  # fmt: skip
+    def step(world_size: int) -> float:
+        return _step_s(
+            compute_s, world_size, links=links, grad_bytes=grad_bytes, overlap=overlap,
+            strategy=strategy, algorithm=algorithm,
+        )  # fmt: skip
 
-    def loss(compute_s: float) -> float:
-        return sum((step(compute_s, w) / measured[w] - 1.0) ** 2 for w in fit_set)
-
-    upper = max(measured[w] for w in fit_set)
-    best = optimize.minimize_scalar(
-        loss, bounds=(upper * 1e-9, upper), method="bounded", options={"xatol": upper * 1e-12}
-    )
-    compute_s = float(best.x)
     points = tuple(
         ValidationPoint(w, p, measured[w], (p - measured[w]) / measured[w])
         for w in checked
-        for p in (step(compute_s, w),)
+        for p in (step(w),)
     )
     return Validation(compute_s=compute_s, fit_sizes=tuple(fit_set), points=points)

@@ -1,5 +1,6 @@
-"""Verdicts on the training benchmark: scaling efficiency, MFU of large models, and whether
-synchronisation idle grows with gradient accumulation.
+"""Verdicts on the training benchmark: scaling efficiency, MFU of large models, whether
+synchronisation idle grows with gradient accumulation, and the batch-size partition search
+(:mod:`.partition_findings`).
 
 Only the ``scaling`` series is judged for scaling and MFU (sweep cases are comparisons, not
 targets).  The limits are :class:`clusterbench.thresholds.Thresholds`'
@@ -8,6 +9,7 @@ targets).  The limits are :class:`clusterbench.thresholds.Thresholds`'
 
 from __future__ import annotations
 
+from clusterbench.analysis import partition_findings
 from clusterbench.analysis._common import gpu_severity, scope_label
 from clusterbench.benchmarks.training.models import Model
 from clusterbench.benchmarks.training.settings import TrainingMetrics
@@ -37,6 +39,7 @@ def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
         ),
         *low_mfu_findings(results, mfu_min=thresholds.mfu_min),
         *grad_accum_findings(results),
+        *partition_findings.findings(results, thresholds),
     ]
 
 

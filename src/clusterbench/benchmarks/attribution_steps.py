@@ -40,6 +40,7 @@ __all__ = [
     "local_trainer",
     "overhead_pct",
     "profile_steps",
+    "trace_steps",
 ]
 
 LocalModel = Literal["comm_heavy", "gemm_heavy"]
@@ -194,6 +195,23 @@ def profile_steps(
         ctx.progress.advance()
     plain = [wall_clock(step)[1] for _ in range(active)]  # the step synchronizes
     ctx.progress.advance(active)
+    profiled = trace_steps(ctx, step=step, trace=trace, wait=wait, warmup=warmup, active=active)
+    return Profiled(plain_s=plain, profiled_s=profiled, trace=trace)
+
+
+def trace_steps(
+    ctx: DistContext,
+    *,
+    step: Callable[[], None],
+    trace: Path,
+    wait: int,
+    warmup: int,
+    active: int,
+    shapes: bool = True,
+) -> list[float]:
+    """Profile wait + warmup + active steps and write the trace to ``trace`` (gzip); the
+    active steps' times.  ``shapes``: record the ops' input shapes and FLOPs (the roofline
+    needs them; idle time does not, and the trace is smaller and faster without)."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.is_cuda else [])
     trace.parent.mkdir(parents=True, exist_ok=True)
     profiled = []
@@ -202,8 +220,8 @@ def profile_steps(
         profile(
             activities=activities,
             schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
-            record_shapes=True,
-            with_flops=True,
+            record_shapes=shapes,
+            with_flops=shapes,
             on_trace_ready=lambda p: p.export_chrome_trace(str(trace)),  # .gz: gzip-compressed
         ) as prof,
     ):
@@ -213,7 +231,7 @@ def profile_steps(
                 profiled.append(seconds)
             prof.step()
             ctx.progress.advance()
-    return Profiled(plain_s=plain, profiled_s=profiled, trace=trace)
+    return profiled
 
 
 def overhead_pct(p: Profiled) -> float:

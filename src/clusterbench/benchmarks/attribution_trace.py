@@ -12,7 +12,8 @@ temporal breakdown gives computation the same precedence):
 - **communication** (exposed): collectives running while nothing else runs; the part of a
   collective that runs under compute or memory work is ``overlapped`` (reported apart, already
   counted in those classes).  The first ``wait`` microseconds of a collective, the time it spent
-  waiting for the last rank to arrive (:func:`collective_waits`), are not communication;
+  waiting for the last rank to arrive (:func:`.attribution_ranks.collective_waits`), are not
+  communication;
 - **coordination**: the rest, when the device is idle: launch gaps, waiting for input, waiting
   at synchronisation or inside collectives for other ranks.
 
@@ -39,13 +40,13 @@ __all__ = [
     "Peaks",
     "StepBreakdown",
     "activities",
-    "collective_waits",
+    "collective_spans",
     "mean_percentages",
     "op_flops_bytes",
     "profiler_steps",
-    "start_lateness",
     "step_breakdowns",
     "step_collectives",
+    "step_spans",
 ]
 
 Event = Mapping[str, Any]
@@ -136,6 +137,11 @@ def profiler_steps(events: Iterable[Event]) -> list[Event]:
         if e.get("ph") == "X" and e.get("cat") != "gpu_user_annotation" and _STEP.match(_name(e))
     ]
     return sorted(spans, key=_step_number)
+
+
+def step_spans(events: Iterable[Event]) -> list[tuple[int, float, float]]:
+    """(N, start, end in µs) of every ``ProfilerStep#N`` span, in order of N."""
+    return [(_step_number(e), *_span(e)) for e in profiler_steps(events)]
 
 
 def _step_number(e: Event) -> int:
@@ -264,7 +270,7 @@ def _cpu_activities(events: Sequence[Event], *, peaks: Peaks | None) -> list[Act
     return out
 
 
-def _step_collectives(acts: Sequence[Activity], *, start: float, end: float) -> list[Activity]:
+def collective_spans(acts: Sequence[Activity], *, start: float, end: float) -> list[Activity]:
     """The step's whole collectives, in order of start (the k-th is matched across ranks)."""
     return sorted(
         (a for a in acts if a.collective and start <= a.start_us < end), key=lambda a: a.start_us
@@ -310,7 +316,8 @@ def step_breakdowns(
     """Every profiled step of one rank's trace, split into the four classes.
 
     ``waits_ms[N][k]``: how long the k-th collective of step N waited for the other ranks
-    (:func:`collective_waits`); that part of it is coordination, not communication.
+    (:func:`.attribution_ranks.collective_waits`); that part of it is coordination, not
+    communication.
     ``acts``: :func:`activities` of the same trace, when the caller has them already.
     """
     acts = activities(events, peaks=peaks) if acts is None else acts
@@ -319,7 +326,7 @@ def step_breakdowns(
         start, end = _span(span)
         n = _step_number(span)
         in_step = [a for a in acts if a.end_us > start and a.start_us < end]
-        colls = _step_collectives(in_step, start=start, end=end)
+        colls = collective_spans(in_step, start=start, end=end)
         waits = list((waits_ms or {}).get(n, ()))
         trimmed = {id(c): c.start_us + 1e3 * w for c, w in zip(colls, waits, strict=False)}
         kept = [
@@ -349,7 +356,7 @@ def step_collectives(
     for span in profiler_steps(events):
         start, end = _span(span)
         out[_step_number(span)] = _collectives_ms(
-            _step_collectives(acts, start=start, end=end), start=start
+            collective_spans(acts, start=start, end=end), start=start
         )
     return out
 
@@ -359,44 +366,6 @@ def _collectives_ms(colls: Iterable[Activity], *, start: float) -> tuple[Collect
     return tuple(
         Collective(c.name, (c.start_us - start) / 1e3, (c.end_us - c.start_us) / 1e3) for c in colls
     )
-
-
-def collective_waits(
-    per_rank: Sequence[Mapping[int, Sequence[Collective]]],
-) -> list[dict[int, list[float]]]:
-    """Per rank, per step N, per k: ms the k-th collective waited for the last rank to arrive.
-
-    Clock-free: the last rank to arrive waits for nobody, so its collective takes the pure
-    transfer time, the shortest over the ranks; wait = duration - the shortest duration.
-    Collectives beyond the fewest any rank recorded in that step are not matched (wait 0).
-    """
-    steps = set.intersection(*(set(r) for r in per_rank)) if per_rank else set()
-    out: list[dict[int, list[float]]] = [{} for _ in per_rank]
-    for n in steps:
-        count = min(len(r[n]) for r in per_rank)
-        shortest = [min(r[n][k].duration_ms for r in per_rank) for k in range(count)]
-        for waits, r in zip(out, per_rank, strict=True):
-            waits[n] = [r[n][k].duration_ms - shortest[k] for k in range(count)]
-    return out
-
-
-def start_lateness(
-    per_rank: Sequence[Mapping[int, Sequence[Collective]]],
-) -> tuple[list[float], list[list[float]]]:
-    """(spread of each matched collective's start offsets across ranks, and per rank its
-    lateness behind the earliest rank for each), all in ms, offsets from each rank's step start.
-    """
-    steps = sorted(set.intersection(*(set(r) for r in per_rank))) if per_rank else []
-    spreads: list[float] = []
-    late: list[list[float]] = [[] for _ in per_rank]
-    for n in steps:
-        for k in range(min(len(r[n]) for r in per_rank)):
-            offsets = [r[n][k].offset_ms for r in per_rank]
-            first = min(offsets)
-            spreads.append(max(offsets) - first)
-            for mine, offset in zip(late, offsets, strict=True):
-                mine.append(offset - first)
-    return spreads, late
 
 
 def mean_percentages(steps: Sequence[StepBreakdown]) -> dict[str, float]:

@@ -15,31 +15,24 @@ over ranks (nccl-tests averages over ranks by default), ``latency_max_us`` the s
 algbw and busbw (formulas in :mod:`.collectives_ops`) come from the mean.  Stats are over the
 samples of the mode (1 for back-to-back, ``iters`` for blocking, ``graph_replays`` for graph) of
 the per-sample mean over ranks.  Only group rank 0 records, one result per group/op/size/mode.
+
+With ``tune`` on, NCCL's algorithms, protocols and channel counts are then timed against its
+defaults (:mod:`.collectives_tune`).  The settings and metrics are :mod:`.collectives_settings`'.
 """
 
 from __future__ import annotations
 
 import logging
-import typing
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from dataclasses import dataclass
 
 import psutil
 import torch
 
-from clusterbench.benchmarks.collectives_groups import (
-    GROUP_KINDS,
-    GroupHandle,
-    GroupKind,
-    build_groups,
-    destroy_groups,
-)
+from clusterbench.benchmarks.collectives_groups import GroupHandle, build_groups, destroy_groups
 from clusterbench.benchmarks.collectives_ops import (
     DTYPES,
-    OPS,
     CollectiveOp,
-    Dtype,
     OpName,
     algbw_gbps,
     bus_factor,
@@ -47,115 +40,25 @@ from clusterbench.benchmarks.collectives_ops import (
     size_sweep,
     usable_sizes,
 )
+from clusterbench.benchmarks.collectives_settings import (
+    MODES,
+    CollectivesConfig,
+    CollectivesMetrics,
+    DtypeAlias,
+)
 from clusterbench.benchmarks.collectives_timing import Mode, group_gather, time_mode
-from clusterbench.benchmarks.presets import check_suite
-from clusterbench.metrics import Metric, MetricSet
+from clusterbench.benchmarks.collectives_tune import tune_sweep
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.timing import rate_stats
-from clusterbench.schema import Measurement, ParamValue, Reference, Stats
+from clusterbench.schema import Finding, Measurement, ParamValue, Reference, Stats
 from clusterbench.units import format_bytes
-
-if TYPE_CHECKING:
-    from typing import Self
 
 __all__ = ["MODES", "CollectivesConfig", "CollectivesMetrics", "DtypeAlias", "collectives"]
 
 log = logging.getLogger(__name__)
 
-MODES: tuple[Mode, ...] = typing.get_args(Mode)
-DtypeAlias = Literal["float32", "bfloat16", "float16"]
-"""torch's names of the element types, accepted for ``dtype`` and recorded as the short name."""
-_DTYPE_ALIASES: dict[str, Dtype] = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
-_MIB, _GIB = 2**20, 2**30
+_MIB = 2**20
 _EMPTY_CACHE_BYTES = 64 * _MIB
-
-
-class CollectivesMetrics(MetricSet, benchmark="collectives"):
-    """One result per group, op, size and mode (``num_wrong``: per group and op)."""
-
-    algbw = Metric("GB/s", "higher", "algorithm bandwidth S / t (nccl-tests algbw)")
-    busbw = Metric("GB/s", "higher", "bus bandwidth algbw x F, comparable with the link rate")
-    latency_us = Metric("us", "lower", "time of one op, the mean over the group's ranks")
-    latency_max_us = Metric("us", "lower", "time of one op on the group's slowest rank")
-    latency_p99_us = Metric("us", "lower", "99th percentile of the per-op times (blocking mode)")
-    num_wrong = Metric(
-        "count", "none", "wrong output elements over the size sweep (nccl-tests #wrong; any fails)"
-    )
-
-
-@dataclass(kw_only=True, slots=True)
-class CollectivesConfig:
-    """Settings of the ``collectives`` benchmark."""
-
-    ops: list[OpName] = field(default_factory=lambda: list(OPS))
-    """Collectives: all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv."""
-    groups: list[GroupKind] = field(default_factory=lambda: list(GROUP_KINDS))
-    """Groups: world, intra_node (one per node), inter_node (one per local rank across nodes),
-    node_pairs (every pair of nodes; largest size only).  Multi-node kinds are skipped on one
-    node, node pairs on two."""
-    modes: list[Mode] = field(default_factory=lambda: list(MODES))
-    """Timing modes: back_to_back, blocking, graph (CUDA only)."""
-    min_bytes: int = 8
-    """Smallest message (nccl-tests -b)."""
-    max_bytes: int = 512 * _MIB
-    """Largest message (nccl-tests -e); capped by free memory."""
-    factor: int = 2
-    """Size multiplier between steps (nccl-tests -f)."""
-    dtype: Dtype | DtypeAlias = "fp32"
-    """Element type: fp32, bf16, fp16 (float32, bfloat16, float16 accepted)."""
-    warmup: int = 5
-    """Untimed ops per size (nccl-tests -w)."""
-    iters: int = 20
-    """Timed ops per size and mode (nccl-tests -n)."""
-    graph_iters: int = 20
-    """Ops captured in one CUDA graph."""
-    graph_replays: int = 10
-    """Timed replays of the graph."""
-    graph_max_bytes: int = 1 * _MIB
-    """Largest size timed in graph mode (it is for small-message latency)."""
-    memory_fraction: float = 0.7
-    """Share of the free memory (the least over ranks) the largest buffers may take."""
-
-    def __post_init__(self) -> None:
-        self.dtype = _DTYPE_ALIASES.get(self.dtype, self.dtype)
-        for name in ("ops", "groups", "modes"):
-            if not getattr(self, name):
-                raise ValueError(f"{name} must not be empty")
-        if not 0 < self.min_bytes <= self.max_bytes:
-            raise ValueError(
-                f"need 0 < min_bytes <= max_bytes, got {self.min_bytes}, {self.max_bytes}"
-            )
-        if self.factor < 2:
-            raise ValueError(f"factor must be >= 2, got {self.factor}")
-        for name in ("iters", "graph_iters", "graph_replays"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("warmup", "graph_max_bytes"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if not 0 < self.memory_fraction <= 1:
-            raise ValueError(f"memory_fraction must be in (0, 1], got {self.memory_fraction}")
-
-    @classmethod
-    def preset(cls, *, suite: str, device_type: str) -> Self:
-        """Settings of ``suite`` (quick, standard, full) on ``device_type`` (cuda, cpu)."""
-        check_suite(suite, device_type)
-        if device_type == "cpu":
-            cpu_max = {"quick": 4 * _MIB, "standard": 16 * _MIB, "full": 64 * _MIB}[suite]
-            return cls(
-                modes=["back_to_back", "blocking"],
-                max_bytes=cpu_max,
-                factor=4 if suite == "quick" else 2,
-                warmup=2,
-                iters=10 if suite == "quick" else 20,
-            )
-        # 8 GiB: docs/reference.md's measured 2x H200 busbw (342 GB/s all_reduce) is at 8 GiB.
-        gpu_max = {"quick": 512 * _MIB, "standard": 8 * _GIB, "full": 8 * _GIB}[suite]
-        return cls(
-            max_bytes=gpu_max,
-            factor=4 if suite == "standard" else 2,
-            iters=50 if suite == "full" else 20,
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +68,7 @@ class _Step:
     sizes: list[int]
 
 
-def collectives(ctx: DistContext, cfg: CollectivesConfig) -> Iterator[Measurement]:
+def collectives(ctx: DistContext, cfg: CollectivesConfig) -> Iterator[Measurement | Finding]:
     """Collective busbw / algbw (GB/s) and latency per op, size and group (nccl-tests style)."""
     handles = build_groups(ctx, cfg.groups)
     steps = _plan(ctx, cfg, handles=handles)
@@ -174,6 +77,9 @@ def collectives(ctx: DistContext, cfg: CollectivesConfig) -> Iterator[Measuremen
         yield from _sweep(ctx, cfg, step)
     ctx.barrier()  # every rank is done with every group before any is destroyed
     destroy_groups(handles)
+    if cfg.tune:  # NCCL's settings against its defaults (collectives_tune), on the world
+        budget = cfg.memory_fraction * _min_free_bytes(ctx)
+        yield from tune_sweep(ctx, cfg, budget_bytes=budget)
 
 
 def _plan(ctx: DistContext, cfg: CollectivesConfig, *, handles: list[GroupHandle]) -> list[_Step]:

@@ -838,7 +838,7 @@ def baseline_build(
 
 # Commands kept in modules of their own (cli/<name>.py) define themselves on ``app`` from
 # cli/_common.py and are imported here, one line each, so that ``app`` has them.
-from clusterbench.cli import export, report  # noqa: E402, F401
+from clusterbench.cli import export, predict, report  # noqa: E402, F401
 
 
 def main() -> None:

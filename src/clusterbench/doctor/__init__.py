@@ -11,8 +11,16 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from clusterbench.doctor import gpu_health, nccl_net, numa_cpu, nvlink_p2p, pcie, storage
-from clusterbench.doctor._sources import Check, Runner, Sources, run_command
+from clusterbench.doctor import (
+    gpu_health,
+    nccl_net,
+    numa_cpu,
+    nvlink_p2p,
+    pcie,
+    placement,
+    storage,
+)
+from clusterbench.doctor._sources import Check, RankSlot, Runner, Sources, run_command
 from clusterbench.doctor.consistency import check_consistency
 from clusterbench.hardware.probe import AUTO, nvml_session
 from clusterbench.schema import Finding, HostInfo
@@ -20,6 +28,7 @@ from clusterbench.schema import Finding, HostInfo
 __all__ = [
     "FAMILIES",
     "Check",
+    "RankSlot",
     "Sources",
     "all_checks",
     "check_consistency",
@@ -35,6 +44,7 @@ FAMILIES: dict[str, tuple[Check, ...]] = {
     "gpu_health": gpu_health.CHECKS,
     "nccl_net": nccl_net.CHECKS,
     "storage": storage.CHECKS,
+    "placement": placement.CHECKS,
 }
 """The per-host checks by family (consistency runs over several hosts, see check_consistency)."""
 
@@ -70,9 +80,12 @@ def run_checks(
     checkpoint_dir: str | Path | None = None,
     rank_affinity: Mapping[int, Collection[int]] | None = None,
     own_pids: Collection[int] = (),
+    ranks: Collection[RankSlot] = (),
+    launcher: str | None = None,
     run: Runner = run_command,
 ) -> list[Finding]:
-    """Every per-host check of this node; ``nvml=AUTO`` loads NVML (None skips its checks)."""
+    """Every per-host check of this node; ``nvml=AUTO`` loads NVML (None skips its checks).
+    ``ranks`` and ``launcher``: the run's ranks on this node and what started them."""
     with nvml_session(nvml) as lib:
         src = Sources(
             host=host,
@@ -84,6 +97,8 @@ def run_checks(
                 {r: frozenset(c) for r, c in rank_affinity.items()} if rank_affinity else None
             ),
             own_pids=frozenset(own_pids),
+            ranks=tuple(ranks),
+            launcher=launcher,
             run=run,
         )
         return [finding for check in all_checks() for finding in run_guarded(check, src)]

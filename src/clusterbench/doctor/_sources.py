@@ -12,7 +12,7 @@ from typing import Any
 
 from clusterbench.schema import Finding, HostInfo
 
-__all__ = ["Check", "Runner", "Sources", "run_command"]
+__all__ = ["Check", "RankSlot", "Runner", "Sources", "run_command"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,21 @@ def run_command(cmd: Sequence[str]) -> str | None:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class RankSlot:
+    """One rank of the run on this node, as the rank itself saw it."""
+
+    rank: int
+    """Global rank."""
+    local_rank: int
+    node: int
+    """The node's index in the run (node order: the order the hosts first appear in ranks)."""
+    cpus: frozenset[int]
+    """The CPUs the rank's process may run on (its affinity)."""
+    gpu: int | None = None
+    """The GPU index the rank drives (its local rank on GPU runs); None for a CPU rank."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Sources:
     """Everything a check may read: the probe's inventory and the injectable boundaries."""
 
@@ -49,6 +64,10 @@ class Sources:
     """Local rank -> the CPUs its process may run on (None outside a run)."""
     own_pids: frozenset[int] = frozenset()
     """Process ids of this run's workers (not 'other processes' on the GPUs)."""
+    ranks: tuple[RankSlot, ...] = ()
+    """This node's ranks in the run (empty outside a run), for the placement check."""
+    launcher: str | None = None
+    """What started the ranks: torchrun, slurm, mpi or clusterbench (None outside a run)."""
     run: Runner = run_command
     statvfs: Callable[[str], os.statvfs_result] = os.statvfs
 

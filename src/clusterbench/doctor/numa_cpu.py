@@ -58,7 +58,7 @@ def _affinity_finding(
             "numa_nodes_used": used,
         },
         fix=f"bind each rank to its GPU's node: numactl --cpunodebind={node} --membind={node} "
-        "(or torchrun --numa-binding=node on torch >= 2.8, srun --cpu-bind=ldoms)",
+        "(or torchrun --numa-binding=node on torch >= 2.9, srun --cpu-bind=ldoms)",
     )
 
 

@@ -15,6 +15,7 @@ __all__ = [
     "check_acs",
     "check_gpu_nic_distance",
     "check_pcie_link",
+    "nearest_nic",
     "parse_acs_enabled",
     "upstream_bridges",
 ]
@@ -148,15 +149,29 @@ def _distance(src: Sources, gpu: GpuInfo, nic: NicInfo) -> str:
 _RANK = ("same PCIe switch", "same root port", "same NUMA node", "across sockets", "unknown")
 
 
+def nearest_nic(src: Sources, gpu: GpuInfo) -> tuple[NicInfo, str] | None:
+    """The RDMA NIC nearest ``gpu`` and how near (same PCIe switch, same root port, same NUMA
+    node, across sockets, unknown); None without an RDMA NIC.  Ties go to the first by name."""
+    nics = [n for n in src.host.nics if n.kind in RDMA_KINDS]
+    if not nics:
+        return None
+    dist, _, nic = min(
+        ((_RANK.index(_distance(src, gpu, n)), n.name, n) for n in nics), key=lambda t: t[:2]
+    )
+    return nic, _RANK[dist]
+
+
 def check_gpu_nic_distance(src: Sources) -> list[Finding]:
     """The nearest RDMA NIC of each GPU: same PCIe switch, same NUMA node, or across sockets."""
-    nics = [n for n in src.host.nics if n.kind in RDMA_KINDS]
-    if not nics or not src.host.gpus:
+    if not src.host.gpus:
         return []
     nearest: dict[str, dict[str, str]] = {}
     for gpu in src.host.gpus:
-        dist, name = min((_RANK.index(_distance(src, gpu, n)), n.name) for n in nics)
-        nearest[str(gpu.index)] = {"nic": name, "distance": _RANK[dist]}
+        found = nearest_nic(src, gpu)
+        if found is None:
+            return []
+        nic, distance = found
+        nearest[str(gpu.index)] = {"nic": nic.name, "distance": distance}
     far = sorted(g for g, v in nearest.items() if v["distance"] == "across sockets")
     message = "nearest RDMA NIC per GPU: " + ", ".join(
         f"GPU {g} {v['nic']} ({v['distance']})" for g, v in nearest.items()

@@ -1,5 +1,6 @@
 """The end-of-run summary in the terminal (rich): achieved figures next to their limits,
-then the findings with their fixes, the errors and what did not finish."""
+then the findings with their fixes, what to change (the top of :mod:`.advice`, where the
+user's eye lands last), the errors and what did not finish."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from clusterbench.report.advice import ADVICE_TITLE, advice_table
 from clusterbench.report.cells import (
     Grid,
     Matrix,
@@ -30,10 +32,13 @@ from clusterbench.schema import Finding, Results
 __all__ = ["render_summary"]
 
 SEVERITY_STYLE = {"fail": "bold red", "warn": "yellow", "info": "cyan"}
+ADVICE_SHOWN = 5
+"""The console names the top few changes; summary.md and report.html list every one."""
 
 
 def render_summary(results: Results, sections: Sequence[Section], console: Console) -> None:
-    """Header, one table per benchmark section, findings, errors, and what did not finish."""
+    """Header, one table per benchmark section, findings, what to change, errors, and what
+    did not finish."""
     console.print(Text(header_line(results), style="bold"))
     if not sections:
         console.print("No measurements.")
@@ -44,6 +49,7 @@ def render_summary(results: Results, sections: Sequence[Section], console: Conso
         console.print()
         console.print(Text(line))
     _print_findings(results, console)
+    print_advice(results, console)
     _print_errors(results, console)
     _print_unfinished(results, console)
 
@@ -164,6 +170,27 @@ def print_findings(findings: Iterable[Finding], console: Console, *, title: str,
         console.print(line)
         if f.fix:
             console.print(Text("      fix: ", style="bold") + Text(f.fix))
+
+
+def print_advice(results: Results, console: Console) -> None:
+    """The top :data:`ADVICE_SHOWN` changes, each with its gain, basis and source; or the
+    sentence that none beat the defaults; nothing when the run compared no settings."""
+    advice = advice_table(results)
+    if not advice.shown:
+        return
+    if not advice.rows:
+        console.print(Text(f"{ADVICE_TITLE}: ", style="bold") + Text(advice.empty))
+        return
+    total = len(advice.rows)
+    count = (
+        f"top {ADVICE_SHOWN} of {total} by gain; all in summary.md"
+        if total > ADVICE_SHOWN
+        else f"{total} by gain"
+    )
+    console.print(Text(f"{ADVICE_TITLE}: ", style="bold") + Text(count))
+    for n, change, gain, basis, _evidence, source in advice.rows[:ADVICE_SHOWN]:
+        console.print(Text(f"{n:>2}. ", style="bold") + Text(change, style="green"))
+        console.print(Text(f"    {gain} · {basis} · {source}"))
 
 
 def _print_errors(results: Results, console: Console) -> None:

@@ -6,10 +6,11 @@ title, plotly data and layout) drawn by a small inline script, the style sheet, 
 script for the tables.  It fetches nothing: no CDN, no fonts, no MathJax, no map tiles.
 
 Top to bottom: the comparison (``clusterbench report BASE NEW``), the verdict with the
-findings and their fixes, the hardware, the run's meta and where its time went, a table of
-contents, then per benchmark its plots, each beside the table it draws (the plot's own, else
-the section's), and the rest of the benchmark's section as sortable tables.  A plot without
-data (a benchmark whose figures could not be drawn) is shown as its note alone.
+findings and their fixes, what to change (the advice ranked by gain), the hardware, the run's
+meta and where its time went, a table of contents, then per benchmark its plots, each beside
+the table it draws (the plot's own, else the section's), and the rest of the benchmark's
+section as sortable tables.  A plot without data (a benchmark whose figures could not be
+drawn) is shown as its note alone.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ from html import escape
 from typing import Any
 
 from clusterbench.analysis.compare import Comparison
+from clusterbench.report.advice import ADVICE_TITLE
 from clusterbench.report.cells import Grid, Matrix, Section
 from clusterbench.report.html_assets import CSS, DRAW_JS, PLOTLY_CONFIG, SORT_JS, plotly_js
 from clusterbench.report.html_compare import comparison_block
 from clusterbench.report.html_header import (
+    advice_block,
     hardware_block,
     meta_block,
     verdict_block,
@@ -75,6 +78,9 @@ def render_html(
             f"{comparison_block(comparison, show_all=show_all)}</section>"
         )
     body.append(f'<section id="verdict"><h2>Verdict</h2>{verdict_block(results)}</section>')
+    advice = advice_block(results)
+    if advice:
+        body.append(f'<section id="advice"><h2>{ADVICE_TITLE}</h2>{advice}</section>')
     body.append(
         '<section id="run"><div class="cols">'
         f"<div><h2>Hardware</h2>{hardware_block(results.hosts)}</div>"
@@ -91,7 +97,7 @@ def render_html(
         for name, ps in plots.items()
         if not _has(sections, name)
     ]
-    body.append(_toc(list(ids.items()), results, comparison is not None))
+    body.append(_toc(list(ids.items()), results, comparison is not None, advice=bool(advice)))
     body.extend(blocks if blocks else ["<section><p>No measurements.</p></section>"])
     return _page(_page_title(results, comparison), "".join(body), figures)
 
@@ -130,13 +136,13 @@ def _anchors(names: list[str]) -> dict[str, str]:
     return ids
 
 
-def _toc(entries: list[tuple[str, str]], results: Results, compared: bool) -> str:
+def _toc(entries: list[tuple[str, str]], results: Results, compared: bool, *, advice: bool) -> str:
     seconds = results.run.benchmark_seconds
     items = ['<li><a href="#comparison">Comparison</a></li>'] if compared else []
-    items += [
-        '<li><a href="#verdict">Verdict</a></li>',
-        '<li><a href="#run">Hardware and run</a></li>',
-    ]
+    items.append('<li><a href="#verdict">Verdict</a></li>')
+    if advice:
+        items.append(f'<li><a href="#advice">{ADVICE_TITLE}</a></li>')
+    items.append('<li><a href="#run">Hardware and run</a></li>')
     for name, anchor in entries:
         took = f' <span class="dim">{seconds[name]:,.1f} s</span>' if name in seconds else ""
         items.append(f'<li><a href="#{anchor}">{escape(name)}</a>{took}</li>')

@@ -1,6 +1,7 @@
 """The top of the HTML report, readable in a few seconds: the verdict (the run's status, its
-findings most severe first with their fixes, its errors, what did not finish), the hardware
-(hosts grouped by what they have in common), the run's meta and where its time went."""
+findings most severe first with their fixes, its errors, what did not finish), what to change
+(the run's advice ranked by gain, :mod:`.advice`), the hardware (hosts grouped by what they
+have in common), the run's meta and where its time went."""
 
 from __future__ import annotations
 
@@ -9,11 +10,19 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from html import escape
 
+from clusterbench.report.advice import ADVICE_HEADER, advice_table
 from clusterbench.report.cells import error_where
 from clusterbench.report.html_tables import Cell, findings_table, table
 from clusterbench.schema import CpuInfo, ErrorRecord, Finding, GpuInfo, HostInfo, NicInfo, Results
 
-__all__ = ["hardware_block", "meta_block", "severity_counts", "verdict_block", "wall_time_block"]
+__all__ = [
+    "advice_block",
+    "hardware_block",
+    "meta_block",
+    "severity_counts",
+    "verdict_block",
+    "wall_time_block",
+]
 
 _SEVERITIES = ("fail", "warn", "info")
 _VERSION_ORDER = ("driver", "nvml_cuda", "cuda", "hip", "torch", "nccl", "python", "kernel")
@@ -62,6 +71,37 @@ def verdict_block(results: Results) -> str:
         items = "".join(f"<li>{escape(line)}</li>" for line in lines)
         html.append(f"<h3>Not finished or skipped</h3><ul>{items}</ul>")
     return "".join(html)
+
+
+def advice_block(results: Results) -> str:
+    """The ranked advice as a sortable table (the change as code, the gain sorting by the
+    speed-up it amounts to), the sentence that none beat the defaults, or '' (left out)."""
+    advice = advice_table(results)
+    if not advice.shown:
+        return ""
+    if not advice.rows:
+        return f'<p class="advice-none">{escape(advice.empty)}</p>'
+    body = []
+    for a, (n, change, gain, basis, evidence, source) in zip(
+        advice.advice, advice.rows, strict=True
+    ):
+        # sorts by the speed-up; a sentence, so not the numbers' right-aligned single line
+        speedup = (
+            f' data-v="{a.speedup!r}" style="text-align:left;white-space:normal"'
+            if a.speedup is not None
+            else ""
+        )
+        body.append(
+            f'<tr><td data-v="{n}">{n}</td><td style="min-width:18rem">'
+            f'<code style="word-break:normal;overflow-wrap:anywhere">{escape(change)}</code></td>'
+            f"<td{speedup}>{escape(gain)}</td><td>{escape(basis)}</td>"
+            f"<td>{escape(evidence)}</td><td>{escape(source)}</td></tr>"
+        )
+    head = "".join(f'<th scope="col">{escape(h)}</th>' for h in ADVICE_HEADER)
+    return (
+        f'<div class="tbl"><table class="sortable advice"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
 
 
 def _error_text(err: ErrorRecord) -> str:

@@ -1,9 +1,11 @@
-"""summary.md: the console summary's content as GitHub-flavoured markdown."""
+"""summary.md: the console summary's content as GitHub-flavoured markdown, headed by what to
+change (:mod:`.advice`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from clusterbench.report.advice import ADVICE_HEADER, ADVICE_TITLE, advice_table
 from clusterbench.report.cells import (
     Grid,
     Matrix,
@@ -23,8 +25,12 @@ __all__ = ["render_markdown"]
 
 
 def render_markdown(results: Results, sections: Sequence[Section]) -> str:
-    """Header, one table per benchmark section, findings, errors, and what did not finish."""
+    """Header, what to change, one table per benchmark section, findings, errors, and what
+    did not finish."""
     parts = [f"# clusterbench run {results.run.id}", header_line(results)]
+    advice = _advice(results)
+    if advice:
+        parts.append(advice)
     if not sections:
         parts.append("No measurements.")
     parts.extend(_section(s) for s in sections)
@@ -50,6 +56,17 @@ def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
         *("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows),
     ]
     return "\n".join(lines)
+
+
+def _advice(results: Results) -> str:
+    """The ranked advice as a table (the change as code), its sentence, or '' (left out)."""
+    advice = advice_table(results)
+    if not advice.shown:
+        return ""
+    if not advice.rows:
+        return f"## {ADVICE_TITLE}\n\n{advice.empty}"
+    rows = [(n, f"`{change}`", *rest) for n, change, *rest in advice.rows]
+    return f"## {ADVICE_TITLE}\n\n" + _table(ADVICE_HEADER, rows)
 
 
 def _section(section: Section) -> str:

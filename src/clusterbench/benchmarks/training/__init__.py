@@ -2,6 +2,7 @@
 
 The ``training`` benchmark, from the top down: :mod:`.bench` (the registered run function:
 world sizes, groups, the series), :mod:`.sweeps` (the combination and accumulation sweeps),
+:mod:`.partition` (the batch-size partition search),
 :mod:`.cases` (one case: build, warm up, time, check), :mod:`.record` (its measurements),
 :mod:`.strategies` / :mod:`.pipeline` / :mod:`.blocks` (wrapping a model for a strategy),
 :mod:`.models` / :mod:`.decoder` / :mod:`.encoder` / :mod:`.workload` (the workloads),

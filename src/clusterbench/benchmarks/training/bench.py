@@ -5,8 +5,9 @@ at a barrier); group rank 0 records step time, throughput per GPU and in total, 
 with activation checkpointing), peak memory and the final loss, then weak (or strong) scaling
 efficiency against w = 1.  Optionally a sweep over strategy x precision x activation
 checkpointing x compile at the largest world size (Megatron-LM's scripts' table: throughput
-and memory, or "does not fit"), and a gradient-accumulation sweep of the synchronisation idle.
-Measurements carry ``series``: ``scaling``, ``sweep`` or ``grad_accum``.  The settings
+and memory, or "does not fit"), a gradient-accumulation sweep of the synchronisation idle, and
+the partition search of one global batch (:mod:`.partition`).  Measurements carry
+``series``: ``scaling``, ``sweep``, ``grad_accum`` or ``partition``.  The settings
 (``TrainingConfig``) and the metrics (``TrainingMetrics``) are in :mod:`.settings`.
 """
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 import torch.distributed as dist
 
-from clusterbench.benchmarks.training import cases, sweeps
+from clusterbench.benchmarks.training import cases, partition, sweeps
 from clusterbench.benchmarks.training.record import Outcome, scaling_measurements
 from clusterbench.benchmarks.training.settings import TrainingConfig
 from clusterbench.runtime.dist import DistContext
@@ -64,10 +65,12 @@ def _make_groups(ctx: DistContext, sizes: list[int]) -> dict[int, _Group]:
 def training(ctx: DistContext, cfg: TrainingConfig) -> Iterator[Measurement]:
     """Training throughput, MFU, memory and scaling efficiency of a model and strategy."""
     sizes = _world_sizes(cfg, ctx.world_size)
+    # a global batch the search cannot partition is refused before anything runs
+    num_partition = partition.num_candidates(cfg, sizes) if cfg.partition else 0
     groups = _make_groups(ctx, sizes)
     largest = groups[sizes[-1]]
     sweep_cases = cases.sweep_cases(cfg) if cfg.sweep else []
-    ctx.progress.start(len(sizes) + len(sweep_cases) + len(cfg.grad_accum_sweep))
+    ctx.progress.start(len(sizes) + len(sweep_cases) + len(cfg.grad_accum_sweep) + num_partition)
     outcomes: dict[int, Outcome] = {}
     for w in sizes:
         ga = cfg.grad_accum * (sizes[-1] // w if cfg.scaling_mode == "strong" else 1)
@@ -87,6 +90,8 @@ def training(ctx: DistContext, cfg: TrainingConfig) -> Iterator[Measurement]:
             ctx.progress.advance()
         if largest.size > 1:
             yield from sweeps.grad_accum_sweep(ctx, cfg, group=largest.pg)
+    if cfg.partition:  # every rank: those outside a candidate's group wait for it
+        yield from partition.search(ctx, cfg, groups={w: g.pg for w, g in groups.items()})
     ctx.barrier()  # every rank is done with every group before any is destroyed
     for g in groups.values():
         if g.owned:

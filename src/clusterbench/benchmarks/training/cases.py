@@ -13,12 +13,14 @@ import torch.distributed as dist
 
 from clusterbench.benchmarks.training.models import build_workload
 from clusterbench.benchmarks.training.record import Outcome, Timed, case_measurements
-from clusterbench.benchmarks.training.settings import Case, TrainingConfig
+from clusterbench.benchmarks.training.settings import Case, TrainingConfig, TrainingMetrics
 from clusterbench.benchmarks.training.strategies import (
+    DATA_PARALLEL,
     StepTrainer,
     Trainer,
     build_trainer,
     case_scope,
+    gradient_bytes,
     replicas_agree,
 )
 from clusterbench.benchmarks.training.workload import Batch, Workload
@@ -30,6 +32,7 @@ __all__ = [
     "SEED",
     "Built",
     "case_params",
+    "check_replicas",
     "free_memory",
     "run_case",
     "setup_case",
@@ -89,7 +92,11 @@ def time_steps(
     if not math.isfinite(loss):
         raise RuntimeError(f"training: the loss is not finite ({loss}) after {steps} steps")
     peak = torch.cuda.max_memory_allocated(ctx.device) if ctx.is_cuda else None
-    return Timed(step_times_s=step_times_s, loss=loss, peak_memory_bytes=peak)
+    resident = torch.cuda.memory_allocated(ctx.device) if ctx.is_cuda else None
+    return Timed(
+        step_times_s=step_times_s, loss=loss, peak_memory_bytes=peak,
+        resident_memory_bytes=resident,
+    )  # fmt: skip
 
 
 def run_case(
@@ -110,7 +117,7 @@ def run_case(
         timed = time_steps(
             ctx, trainer=built.trainer, batches=built.batches, warmup=warmup, steps=num_steps
         )
-    _check_replicas(built.trainer, case=case, group=group)
+    check_replicas(built.trainer, case=case, group=group)
     outcome = Outcome(
         world_size=w,
         step_times_s=timed.step_times_s,
@@ -125,12 +132,18 @@ def run_case(
                 timed=timed, gemm_reference=cfg.gemm_reference,
             )
         )  # fmt: skip
+        if series == "scaling" and case.strategy in DATA_PARALLEL:
+            # what the scaling prediction moves per step (analysis.prediction)
+            grad = gradient_bytes(built.workload.model, case=case)
+            outcome.measurements.append(
+                ctx.measurement(TrainingMetrics.gradient_bytes, value=grad, params=params)
+            )
     del built
     free_memory(ctx)
     return outcome
 
 
-def _check_replicas(trainer: StepTrainer, *, case: Case, group: dist.ProcessGroup) -> None:
+def check_replicas(trainer: StepTrainer, *, case: Case, group: dist.ProcessGroup) -> None:
     """After data-parallel steps (ddp, zero1) every rank must hold the same weights."""
     if case.strategy not in ("ddp", "zero1") or dist.get_world_size(group) == 1:
         return

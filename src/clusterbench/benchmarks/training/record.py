@@ -37,6 +37,9 @@ class Timed:
     """Of the last step."""
     peak_memory_bytes: int | None
     """CUDA: the peak allocated over warm-up and timed steps; None on CPU."""
+    resident_memory_bytes: int | None = None
+    """CUDA: allocated between steps, after the timed ones (model, optimizer state, the
+    step's batches): what does not grow with the micro-batch; None on CPU."""
 
 
 @dataclass(kw_only=True)

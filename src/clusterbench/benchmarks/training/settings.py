@@ -4,7 +4,9 @@ settings it shares with ``attribution``, and its own), the training cases, and
 
 Every measurement carries the case in its params (model, strategy, precision, world_size,
 batch sizes, ...) and ``series``: ``scaling`` (one case per world size), ``sweep`` (every
-combination at the largest world size) or ``grad_accum`` (the accumulation sweep).
+combination at the largest world size), ``grad_accum`` (the accumulation sweep) or ``partition``
+(the batch-size partition search, :mod:`.partition`; its own params: d, micro_batch, accum,
+activation_checkpointing, global_batch, default).
 """
 
 from __future__ import annotations
@@ -91,14 +93,44 @@ class TrainingMetrics(MetricSet, benchmark="training"):
         only_when="a CUDA device",
     )
     loss = Metric("nats", "none", "loss of the last timed step (finite: the steps trained)")
+    gradient_bytes = Metric(
+        "bytes",
+        "none",
+        "gradient bytes one data-parallel step synchronises: trainable numel x reduced size",
+        only_when="the scaling series of a data-parallel strategy (ddp, zero1, fsdp2, zero2)",
+    )
     scaling_efficiency = Metric(
         "%", "none", "weak (X(N) / (N X(1))) or strong (t(1) / (N t(N))) scaling efficiency"
     )
     fits = Metric(
         "bool",
         "none",
-        "a sweep combination ran (1) or did not (0, params: reason)",
-        only_when="training.sweep",
+        "a sweep combination or partition candidate ran (1) or did not (0, params: reason)",
+        only_when="training.sweep or training.partition",
+    )
+    partition_time_to_batch_ms = Metric(
+        "ms",
+        "lower",
+        "partition search: time to process the global batch (the optimizer step time)",
+        only_when="training.partition",
+    )
+    partition_tokens_per_s = Metric(
+        "tokens/s",
+        "higher",
+        "partition search: decoder throughput of the candidate's d ranks, global batch x T / time",
+        only_when="training.partition with a decoder model",
+    )
+    partition_samples_per_s = Metric(
+        "samples/s",
+        "higher",
+        "partition search: encoder or vision throughput of the candidate's d ranks",
+        only_when="training.partition with an encoder or vision model",
+    )
+    partition_peak_memory_gb = Metric(
+        "GB",
+        "none",
+        "partition search: peak allocated device memory of the candidate (its largest rank)",
+        only_when="training.partition on a CUDA device",
     )
     accum_step_time_ms = Metric("ms", "lower", "grad-accum sweep: step time with DDP's sync")
     compute_only_step_time_ms = Metric(
@@ -202,9 +234,31 @@ class TrainingConfig(WorkloadSettings):
     synchronisation idle = step time - compute-only (no all-reduce) step time."""
     gemm_reference: bool = True
     """CUDA: time one 8192^3 matmul of the precision once, for mfu_vs_gemm."""
+    partition: bool = False
+    """Also search the partition of one global batch B into data-parallel size d (among the
+    world sizes) x micro-batch m x accumulation k = B, with activation checkpointing on or off:
+    each candidate that may fit the device memory is trained for a few steps (:mod:`.partition`);
+    a data-parallel strategy only (ddp, zero1, fsdp2, zero2)."""
+    partition_global_batch: int | None = None
+    """Samples per optimizer step to partition; None: the workload's, batch_size x the largest
+    world size x grad_accum.  It must be a multiple of batch_size x the largest world size,
+    so that the default partition (the workload's batch_size at the largest world size) is
+    one of the candidates."""
+    partition_activation_checkpointing: list[bool] = field(default_factory=lambda: [False, True])
+    """Activation checkpointing settings of the partition search."""
+    partition_max_candidates: int = 48
+    """At most this many candidates are trained: the default partition, then the largest
+    data-parallel size's (largest micro-batch first) with their 1-rank twins, then the rest."""
+    partition_steps: int = 8
+    """Timed steps per partition candidate (warm-up: a quarter of it, at least 2); the
+    recommendation's test needs 5 or more to reach p < 0.01."""
+    partition_predict_up_to: int = 256
+    """Analysis predicts the time to batch of data-parallel sizes beyond the run's (the largest
+    world size times 2, 4, ... dividing the global batch) up to this many GPUs."""
 
     def __post_init__(self) -> None:
-        for name in ("batch_size", "grad_accum", "steps", "sweep_steps"):
+        for name in ("batch_size", "grad_accum", "steps", "sweep_steps", "partition_steps",
+                     "partition_max_candidates", "partition_predict_up_to"):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.warmup_steps < 0:
@@ -216,6 +270,20 @@ class TrainingConfig(WorkloadSettings):
         reason = case_conflict(self.case(), decoder=self.model in DECODER_MODELS)
         if reason is not None:
             raise ValueError(f"{reason} (model {self.model})")
+        self._check_partition()
+
+    def _check_partition(self) -> None:
+        if self.partition_global_batch is not None and self.partition_global_batch < 1:
+            raise ValueError(
+                f"partition_global_batch must be >= 1, got {self.partition_global_batch}"
+            )
+        if self.partition and self.strategy in ("tp", "pp"):
+            raise ValueError(
+                f"partition needs a data-parallel strategy (ddp, zero1, fsdp2, zero2), not "
+                f"{self.strategy}"
+            )
+        if self.partition and not self.partition_activation_checkpointing:
+            raise ValueError("partition_activation_checkpointing needs at least one setting")
 
     def case(self) -> Case:
         return Case(
@@ -235,6 +303,9 @@ class TrainingConfig(WorkloadSettings):
                 model="tiny", precision="fp32", batch_size=4, warmup_steps=2, steps=4,
                 sweep_precisions=["fp32", "bf16"], sweep_compile=[False], sweep_steps=4,
                 grad_accum_sweep=[] if suite == "quick" else [1, 2, 4, 8],
+                # a small search: 4 candidates of 5 steps (5 against 5 can reach p < 0.01)
+                partition=suite != "quick", partition_activation_checkpointing=[False],
+                partition_steps=5, partition_max_candidates=4,
             )  # fmt: skip
         if suite == "quick":
             return cls(model="125m", batch_size=8, warmup_steps=5, steps=10)
@@ -246,4 +317,6 @@ class TrainingConfig(WorkloadSettings):
             warmup_steps=100 if full else 10, steps=400 if full else 40,  # seed: 100 + 400
             sweep=full, sweep_precisions=["bf16", "fp16", "tf32", "fp32"] if full else ["bf16"],
             grad_accum_sweep=[1, 2, 4, 8],
+            # each candidate builds (and compiles) its model anew: 16 bound the search's time
+            partition=full, partition_max_candidates=16,
         )  # fmt: skip

@@ -41,15 +41,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AMP_DTYPES",
+    "DATA_PARALLEL",
     "StepTrainer",
     "Trainer",
     "build_trainer",
     "case_scope",
     "check_applicable",
+    "gradient_bytes",
     "replicas_agree",
 ]
 
 AMP_DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16": torch.float16}
+DATA_PARALLEL: frozenset[str] = frozenset({"ddp", "zero1", "fsdp2", "zero2"})
+"""Strategies whose step synchronises every gradient over the ranks (tp and pp do not)."""
 
 
 class StepTrainer(Protocol):
@@ -252,6 +256,30 @@ def _ddp_family_trainer(
     )  # fmt: skip
 
 
+def _fsdp_dtypes(case: Case) -> tuple[torch.dtype | None, torch.dtype | None]:
+    """(param_dtype, reduce_dtype) of the fsdp2 / zero2 MixedPrecisionPolicy: parameters in the
+    compute dtype, gradients reduced in fp32 (torchtitan's default)."""
+    amp = AMP_DTYPES.get(case.precision)
+    return amp, torch.float32 if amp else None
+
+
+def gradient_bytes(model: nn.Module, *, case: Case) -> int:
+    """Bytes of the gradients one data-parallel step synchronises: every trainable parameter's
+    element count times the size of the dtype its gradient is reduced in.  DDP (ddp, zero1)
+    all-reduces gradients in the parameters' dtype (autocast leaves them float32); FSDP2
+    (fsdp2, zero2) reduce-scatters in its policy's reduce_dtype, else its param_dtype, else the
+    parameters' own (torch's MixedPrecisionPolicy rule).  A sharded parameter (DTensor) counts
+    its whole (global) shape."""
+    param_dtype, reduce_dtype = (
+        _fsdp_dtypes(case) if case.strategy in ("fsdp2", "zero2") else (None, None)
+    )
+    return sum(
+        p.numel() * (reduce_dtype or param_dtype or p.dtype).itemsize
+        for p in model.parameters()
+        if p.requires_grad
+    )
+
+
 def _fsdp_trainer(
     workload: Workload, *, case: Case, group: dist.ProcessGroup, device: torch.device
 ) -> Trainer:
@@ -259,9 +287,8 @@ def _fsdp_trainer(
     from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
     mesh = DeviceMesh.from_group(group, device.type)
-    amp = AMP_DTYPES.get(case.precision)
-    # parameters in the compute dtype, gradients reduced in fp32 (torchtitan's default)
-    policy = MixedPrecisionPolicy(param_dtype=amp, reduce_dtype=torch.float32 if amp else None)
+    param_dtype, reduce_dtype = _fsdp_dtypes(case)
+    policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype)
     reshard = case.strategy == "fsdp2"  # False: zero2
     kwargs: dict[str, Any] = {"mesh": mesh, "reshard_after_forward": reshard, "mp_policy": policy}
     for _, block, _ in iter_blocks(workload.model, workload.block_paths):

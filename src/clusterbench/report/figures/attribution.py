@@ -1,6 +1,7 @@
-"""Attribution figure: where each rank's step time goes, the four classes (compute, memory,
+"""Attribution figures: where each rank's step time goes, the four classes (compute, memory,
 exposed communication, coordination; % of the step, summing to 100) as stacked bars per rank,
-with the straggler that analysis names marked."""
+with the straggler that analysis names marked; and the accumulation sweep's idle and wait per
+iteration against accumulation steps (:mod:`.attribution_accum`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from clusterbench.report.figures._common import (
     figure,
     layout,
 )
+from clusterbench.report.figures.attribution_accum import accum_figure
 from clusterbench.report.plots import Plot, PlotContext
 from clusterbench.schema import Measurement
 
@@ -26,13 +28,19 @@ _LABELS = {"communication": "communication (exposed)"}
 
 
 def figures(ms: list[Measurement], ctx: PlotContext) -> list[Plot]:
+    classes = _classes_figure(ms, ctx)
+    accum = accum_figure(ms, ctx)
+    return [p for p in (classes, accum) if p is not None]
+
+
+def _classes_figure(ms: list[Measurement], ctx: PlotContext) -> Plot | None:
     mean = [m for m in ms if m.params.get("rank_step", "mean") == "mean"]
     by_rank: dict[int, dict[str, Measurement]] = defaultdict(dict)
     for m in mean:
         if any(c.matches(m) for c in CLASSES):
             by_rank[m.rank][m.metric] = m
     if not by_rank:
-        return []
+        return None
     ranks = sorted(by_rank)
     labels = [str(r) for r in ranks]
     devices = [where(next(iter(by_rank[r].values())), ctx.multi_host) for r in ranks]
@@ -111,4 +119,4 @@ def figures(ms: list[Measurement], ctx: PlotContext) -> list[Plot]:
     ]
     table = Grid(title="where each rank's step time goes, %", header=header, rows=rows)
     title = "Attribution: where each rank's step time goes (mean over the profiled steps)"
-    return [Plot(title, figure(data, fig_layout), table=table, notes=notes)]
+    return Plot(title, figure(data, fig_layout), table=table, notes=notes)

@@ -5,6 +5,10 @@ dashed; and the busbw between node pairs as a heatmap with the slow node marked.
 A kind with many groups (a node's NVLink group on each of 64 nodes, 2,016 node pairs) draws one
 curve per op: at each size the group at the median, with the lowest and highest as error bars.
 Only back-to-back timings are drawn (the busbw nccl-tests reports).
+
+The NCCL tuning sweep draws, per op, each setting's time at each size on a log axis, with the
+95% bootstrap interval of its median as error bars, the default's time at each size as a dashed
+line, and the settings that beat it marked (:mod:`clusterbench.analysis.nccl_tune`).
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from clusterbench.analysis.collectives import node_pair_busbw
+from clusterbench.analysis.nccl_tune import TuneRow, tune_rows
 from clusterbench.benchmarks.collectives import CollectivesMetrics
 from clusterbench.report.cells import Grid, format_bytes, format_value
 from clusterbench.report.figures._common import (
+    MARK_COLOR,
     OP_COLORS,
     Spread,
     Trace,
@@ -65,7 +71,7 @@ def figures(ms: list[Measurement], ctx: PlotContext) -> list[Plot]:
                 finding_id="collectives.slow_node_pair",
             )
         )
-    return plots
+    return plots + tune_plots(ms)
 
 
 def _busbw(ms: Sequence[Measurement]) -> list[Measurement]:
@@ -192,3 +198,121 @@ def _grid(title: str, by_op: dict[tuple[str, str], dict[int, Spread]], sizes: li
         for size in sizes
     ]
     return Grid(title=f"{title}, {_UNIT}", header=header, rows=rows)
+
+
+# --- the NCCL tuning sweep ---------------------------------------------------------------------
+
+_SYMBOLS = {
+    "default": "diamond",
+    "better": "star",
+    "slower": "x",
+    "inside_noise": "circle",
+    "unconfirmed": "circle-open",
+    "wrong": "x-open",
+    "unjudged": "circle-open",
+}
+_TUNE_NOTE = (
+    "Star: beats the default beyond the noise (one-sided Mann-Whitney p < 0.01 and the 95% "
+    "interval of the speed-up above 1 + tune_min_gain); open circle: NCCL's log did not "
+    "confirm the setting, not judged; error bars: 95% bootstrap interval of the median; "
+    "dashed: the default at each size."
+)
+
+
+def tune_plots(ms: Sequence[Measurement]) -> list[Plot]:
+    """One figure per op (and dtype) of the tuning sweep."""
+    by_op: dict[tuple[str, str], list[TuneRow]] = {}
+    for row in tune_rows(ms):
+        by_op.setdefault((row.op, str(row.latency.params.get("dtype"))), []).append(row)
+    return [_tune_plot(op, dtype, rows) for (op, dtype), rows in by_op.items()]
+
+
+def short_setting(r: TuneRow) -> str:
+    """The setting as a tick label: default, Tree/LL, channels=16."""
+    p = r.latency.params
+    if r.kind == "algo_proto":
+        return f"{p.get('algo')}/{p.get('proto')}"
+    return r.setting
+
+
+def _tune_plot(op: str, dtype: str, rows: list[TuneRow]) -> Plot:
+    labels = list(dict.fromkeys(["default", *(short_setting(r) for r in rows)]))
+    sizes = sorted({r.size_bytes for r in rows})
+    data: list[Trace] = []
+    for size in sizes:
+        at = sorted(
+            (r for r in rows if r.size_bytes == size), key=lambda r: labels.index(short_setting(r))
+        )
+        name, hue = format_bytes(size), color(format_bytes(size))
+        data.append(_tune_trace(at, name=name, hue=hue))
+        default = next((r for r in at if r.kind == "default"), None)
+        if default is not None:
+            line = reference_line(None, default.latency.value, name=f"default, {name}", unit="us")
+            line.update(meta="measurement", legendgroup=name, showlegend=False)
+            line["line"]["color"] = hue
+            data.append(line)
+    title = f"NCCL settings against the default: {op} ({dtype}), time of one op per size"
+    fig = figure(
+        data,
+        layout(
+            x=axis("NCCL setting", type="category", categoryorder="array", categoryarray=labels),
+            y=axis("time of one op (us, log scale)", type="log"),
+        ),
+    )
+    return Plot(title, fig, table=_tune_grid(title, rows, labels, sizes), notes=[_TUNE_NOTE])
+
+
+def _tune_trace(rows: list[TuneRow], *, name: str, hue: str) -> Trace:
+    values = [r.latency.value for r in rows]
+    cis = [r.latency_ci or (v, v) for r, v in zip(rows, values, strict=True)]
+    return {
+        "type": "scatter",
+        "meta": "measurement",
+        "mode": "markers",
+        "name": name,
+        "legendgroup": name,
+        "x": [short_setting(r) for r in rows],
+        "y": values,
+        "marker": {
+            "size": 11,
+            "color": [MARK_COLOR if r.verdict == "better" else hue for r in rows],
+            "symbol": [_SYMBOLS[r.verdict] for r in rows],
+            "line": {"color": hue, "width": 1.5},
+        },
+        "error_y": {
+            "type": "data",
+            "symmetric": False,
+            "color": hue,
+            "thickness": 1,
+            "width": 3,
+            "array": [max(0.0, high - v) for (_, high), v in zip(cis, values, strict=True)],
+            "arrayminus": [max(0.0, v - low) for (low, _), v in zip(cis, values, strict=True)],
+        },
+        "customdata": [[r.setting, _gain_note(r)] for r in rows],
+        "hovertemplate": (
+            f"%{{customdata[0]}}<br>{name}: median %{{y:.4g}} us<br>%{{customdata[1]}}"
+            "<extra></extra>"
+        ),
+    }
+
+
+def _gain_note(r: TuneRow) -> str:
+    confirmed = "confirmed by NCCL's log" if r.latency.params.get("confirmed") else "NOT confirmed"
+    if r.gain is None or r.gain_ci is None:
+        return confirmed
+    low, high = r.gain_ci
+    return f"{r.gain:.2f}x the default's speed (95% CI {low:.2f}-{high:.2f}), {confirmed}"
+
+
+def _tune_grid(title: str, rows: list[TuneRow], labels: list[str], sizes: list[int]) -> Grid:
+    cells = {(short_setting(r), r.size_bytes): r for r in rows}
+    body = []
+    for label in labels:
+        line = [label]
+        for size in sizes:
+            r = cells.get((label, size))
+            gain = f" ({r.gain:.2f}x)" if r is not None and r.gain and r.kind != "default" else ""
+            line.append(f"{format_value(r.latency.value)}{gain}" if r is not None else "-")
+        body.append(tuple(line))
+    header = ("setting", *(format_bytes(s) for s in sizes))
+    return Grid(title=f"{title}, us (speed-up over the default)", header=header, rows=body)

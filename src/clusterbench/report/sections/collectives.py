@@ -1,5 +1,6 @@
-"""The collectives part of the summary: busbw per op and group, size-by-op grids, and node x node
-busbw matrices of the node-pair groups.
+"""The collectives part of the summary: busbw per op and group, size-by-op grids, node x node
+busbw matrices of the node-pair groups, and the NCCL tuning sweep's table per op (each setting
+against the default, with the verdict of :mod:`clusterbench.analysis.nccl_tune`).
 
 Bandwidth is shown for sizes above :data:`LATENCY_MAX_BYTES` and latency at or below it, the
 way nccl-tests output is read: busbw at large messages, time at small ones.
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
+from clusterbench.analysis.nccl_tune import TuneRow, tune_rows
 from clusterbench.benchmarks.collectives import CollectivesMetrics
 from clusterbench.report.cells import Grid, Matrix, Section, format_bytes, format_value, metric_rows
 from clusterbench.schema import Measurement
@@ -20,6 +22,7 @@ __all__ = [
     "collective_label",
     "node_pair_matrices",
     "section",
+    "tune_grids",
 ]
 
 LATENCY_MAX_BYTES = 64 * 2**10
@@ -29,7 +32,8 @@ _MISSING = "-"
 def section(ms: list[Measurement], multi_host: bool) -> Section:
     rows = metric_rows(ms, label=collective_label, multi_host=multi_host, group_ranks=True)
     matrices = node_pair_matrices(ms)
-    return Section("collectives", rows=rows, matrices=matrices, grids=collective_grids(ms))
+    grids = [*collective_grids(ms), *tune_grids(ms)]
+    return Section("collectives", rows=rows, matrices=matrices, grids=grids)
 
 
 def collective_label(m: Measurement) -> str | None:
@@ -143,3 +147,65 @@ def node_pair_matrices(ms: Iterable[Measurement]) -> list[Matrix]:
 
 def _pair_hosts(m: Measurement) -> list[str]:
     return str(m.params.get("hosts") or "").split(",")
+
+
+# --- the NCCL tuning sweep ---------------------------------------------------------------------
+
+VERDICT_TEXT = {
+    "default": "NCCL's default",
+    "better": "faster",
+    "inside_noise": "within the noise",
+    "slower": "slower",
+    "unconfirmed": "not confirmed",
+    "wrong": "WRONG RESULTS",
+    "unjudged": "too few repeats",
+}
+_TUNE_HEADER = (
+    "size", "setting", "median µs", "busbw GB/s", "speed-up (95% CI)", "p (one-sided)", "confirmed",
+    "NCCL's log shows", "verdict",
+)  # fmt: skip
+
+
+def tune_grids(ms: Iterable[Measurement]) -> list[Grid]:
+    """Per op (and dtype): every setting at every size against the default measured there (p:
+    the one-sided Mann-Whitney test in the direction of the speed-up)."""
+    by_op: dict[tuple[str, str], list[TuneRow]] = defaultdict(list)
+    for row in tune_rows(ms):
+        by_op[(row.op, str(row.latency.params.get("dtype")))].append(row)
+    grids = []
+    for (op, dtype), rows in by_op.items():
+        rows.sort(key=lambda r: (r.size_bytes, r.kind != "default"))
+        ranks = rows[0].latency.params.get("group_size")
+        title = f"NCCL settings against the default, {op} (world, {ranks} ranks, {dtype})"
+        grids.append(Grid(title=title, header=_TUNE_HEADER, rows=[_tune_cells(r) for r in rows]))
+    return grids
+
+
+def _tune_cells(r: TuneRow) -> tuple[str, ...]:
+    p = r.latency.params
+    gain, p_value = _MISSING, r.p_value if (r.gain or 0) >= 1 else r.p_slower
+    if r.gain is not None and r.gain_ci is not None:
+        gain = f"{r.gain:.2f}x ({r.gain_ci[0]:.2f}-{r.gain_ci[1]:.2f})"
+    return (
+        format_bytes(r.size_bytes),
+        r.setting,
+        format_value(r.latency.value),
+        format_value(r.busbw),
+        gain,
+        _MISSING if p_value is None else f"{p_value:.1g}",
+        "yes" if p.get("confirmed") is True else "no",
+        log_shows(r.latency),
+        VERDICT_TEXT[r.verdict],
+    )
+
+
+def log_shows(m: Measurement) -> str:
+    """What NCCL's log said of the row's communicator and op, in short: the algorithm and
+    protocol the op ran (with --nccl-debug) and the communicator's channel count."""
+    p = m.params
+    parts = []
+    if p.get("log_algo"):
+        parts.append(f"{p.get('log_algo')}/{p.get('log_proto')}")
+    if p.get("log_channels") is not None:
+        parts.append(f"{p.get('log_channels')} channels")
+    return ", ".join(parts) or _MISSING

@@ -1,0 +1,205 @@
+"""The ``weight_update`` benchmark: the optimizer step of a training workload alone, per device.
+
+Every rank builds the ``training`` workload's model on its device (its real parameter tensors),
+fills the gradients once with random values and times the weight update alone, for each
+optimizer (AdamW, SGD with momentum; fused, foreach, for-loop) and parameter layout (fp32, or
+bf16 / fp16 parameters with fp32 master weights: :mod:`.weight_update_step`).  Its GB/s is the
+bytes the update must move (:func:`~.weight_update_step.bytes_per_param`, docs/reference.md) over
+the median time; analysis compares it with the copy bandwidth the ``memory`` benchmark measured
+on the same device.  After the timed updates one parameter is checked against a float64
+reference of the same number of steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import torch
+
+from clusterbench.benchmarks import weight_update_step as steps
+from clusterbench.benchmarks.presets import check_suite
+from clusterbench.benchmarks.training.models import PRESETS, Model, build_workload
+from clusterbench.benchmarks.training.settings import TrainingConfig
+from clusterbench.benchmarks.weight_update_step import LAYOUTS, OPTIMIZERS, Layout, OptimizerName
+from clusterbench.metrics import Metric, MetricSet
+from clusterbench.runtime.dist import DistContext
+from clusterbench.runtime.timing import rate_stats, time_op
+from clusterbench.schema import Measurement, ParamValue, Reference, Stats
+
+if TYPE_CHECKING:
+    from typing import Self
+
+__all__ = ["WeightUpdateConfig", "WeightUpdateMetrics", "weight_update"]
+
+_CHECK_MAX_ELEMENTS = 2**22
+"""The parameter checked is the largest of at most this many elements (a 2048 x 2048
+attention weight of the 1.3b): many chunks of a fused or foreach kernel, and cheap to replay
+in float64."""
+
+
+class WeightUpdateMetrics(MetricSet, benchmark="weight_update"):
+    """Per rank, per optimizer and layout (params: model, optimizer, layout, num_params,
+    bytes_per_param)."""
+
+    bandwidth = Metric(
+        "GB/s", "higher", "bytes the update must move (bytes_per_param) / median update time"
+    )
+    step_time_ms = Metric("ms", "lower", "median time of one weight update of the whole model")
+    update_rel_error = Metric(
+        "ratio", "none", "one parameter's update against a float64 reference (params: tolerance)"
+    )
+
+
+@dataclass(kw_only=True, slots=True)
+class WeightUpdateConfig:
+    """Settings of the ``weight_update`` benchmark; ``model`` is ``training``'s
+    (``--set training.model=X`` sets both)."""
+
+    model: Model = "tiny"
+    """Workload whose parameters are updated: a ``training`` preset (tiny, 125m, 1.3b, ...)."""
+    optimizers: list[OptimizerName] = field(default_factory=lambda: list(OPTIMIZERS))
+    """adamw_fused, adamw_foreach, adamw_forloop, sgd_fused, sgd_foreach, sgd_forloop
+    (torch.optim.AdamW / SGD with momentum, fused=True, foreach=True or neither)."""
+    layouts: list[Layout] = field(default_factory=lambda: list(LAYOUTS))
+    """fp32 (fp32 parameters and gradients, as autocast trains); bf16_master, fp16_master
+    (half parameters and gradients, fp32 master weights; fp16 with a GradScaler)."""
+    warmup: int = 3
+    """Untimed updates before the timed ones (the first creates the optimizer state)."""
+    repeats: int = 10
+    """Timed updates per optimizer and layout; the median is reported."""
+
+    def __post_init__(self) -> None:
+        if self.model not in PRESETS:
+            raise ValueError(f"unknown model {self.model!r} (choose from {', '.join(PRESETS)})")
+        for name, known in (("optimizers", OPTIMIZERS), ("layouts", LAYOUTS)):
+            chosen = getattr(self, name)
+            if not chosen:
+                raise ValueError(f"{name} must not be empty")
+            unknown = [c for c in chosen if c not in known]
+            if unknown:
+                raise ValueError(f"unknown {name} {unknown} (choose from {', '.join(known)})")
+        if self.warmup < 1:
+            raise ValueError(f"warmup must be >= 1 (the first update creates the state), got "
+                             f"{self.warmup}")  # fmt: skip
+        if self.repeats < 1:
+            raise ValueError(f"repeats must be >= 1, got {self.repeats}")
+
+    @classmethod
+    def preset(cls, *, suite: str, device_type: str) -> Self:
+        """The ``training`` preset's model; on GPUs the fused and foreach optimizers in the
+        standard suite, every optimizer and more repeats in full.  The 1.3b's 1.42B parameters
+        move 28-48 B each per update (40-70 GB), so 12 cases x 13 updates at a few TB/s should
+        take a few seconds (an estimate, not yet measured)."""
+        check_suite(suite, device_type)
+        model = TrainingConfig.preset(suite=suite, device_type=device_type).model
+        if device_type == "cpu":
+            return cls(model=model, warmup=2, repeats=5)
+        if suite == "full":
+            return cls(model=model, warmup=5, repeats=30)
+        fused_foreach = [o for o in OPTIMIZERS if not o.endswith("_forloop")]
+        return cls(model=model, optimizers=fused_foreach, warmup=3, repeats=10)
+
+
+def weight_update(ctx: DistContext, cfg: WeightUpdateConfig) -> Iterator[Measurement]:
+    """Optimizer step alone (GB/s of the bytes it must move), per optimizer and layout."""
+    ctx.progress.start(len(cfg.layouts) * len(cfg.optimizers))
+    params: list[torch.Tensor] = list(
+        build_workload(cfg.model, device=ctx.device).model.parameters()
+    )
+    checked = _checked_index(params)
+    for layout in cfg.layouts:
+        tensors = steps.prepare_layout(layout, params)
+        try:
+            for name in cfg.optimizers:
+                yield from _measure(ctx, cfg, tensors=tensors, optimizer=name, checked=checked)
+                ctx.progress.advance()
+        finally:
+            tensors.release()
+    del params
+    if ctx.is_cuda:
+        torch.cuda.empty_cache()  # ~20 B per parameter back for the benchmarks after this one
+
+
+def _checked_index(params: list[torch.Tensor]) -> int:
+    fits = [i for i, p in enumerate(params) if p.numel() <= _CHECK_MAX_ELEMENTS]
+    if not fits:
+        return min(range(len(params)), key=lambda i: params[i].numel())
+    return max(fits, key=lambda i: params[i].numel())
+
+
+def _measure(
+    ctx: DistContext,
+    cfg: WeightUpdateConfig,
+    *,
+    tensors: steps.LayoutTensors,
+    optimizer: OptimizerName,
+    checked: int,
+) -> Iterator[Measurement]:
+    family = steps.OPTIMIZER_SPECS[optimizer].family
+    opt = steps.make_optimizer(optimizer, tensors.params)
+    update = steps.update_fn(tensors, opt, steps.make_scaler(tensors.layout, ctx.device))
+    before = tensors.params[checked].detach().to(torch.float64, copy=True)
+    num_steps = 0
+
+    def counted() -> None:
+        nonlocal num_steps
+        update()
+        num_steps += 1
+
+    samples = time_op(counted, device=ctx.device, warmup=cfg.warmup, repeats=cfg.repeats)
+    what = f"{optimizer} ({tensors.layout})"
+    error, tolerance = _check(
+        tensors, before=before, checked=checked, family=family, num_steps=num_steps, what=what
+    )
+    del opt  # its state: as large as the parameters (SGD) or twice (AdamW)
+    num_params = sum(p.numel() for p in tensors.params)
+    per_param = steps.bytes_per_param(family, tensors.layout)
+    params: dict[str, ParamValue] = {
+        "model": cfg.model, "optimizer": optimizer, "layout": tensors.layout,
+        "num_params": num_params, "bytes_per_param": per_param,
+    }  # fmt: skip
+    # GB/s = bytes_per_param x num_params / t / 1e9 (the bytes the update must move)
+    bandwidth = rate_stats(samples, work=per_param * num_params, scale=1e9)
+    yield ctx.measurement(WeightUpdateMetrics.bandwidth, value=bandwidth.median, params=params,
+                          stats=bandwidth, reference=_spec_reference(ctx))  # fmt: skip
+    step_ms = Stats.from_samples([t * 1e3 for t in samples])
+    yield ctx.measurement(WeightUpdateMetrics.step_time_ms, value=step_ms.median, params=params,
+                          stats=step_ms)  # fmt: skip
+    yield ctx.measurement(WeightUpdateMetrics.update_rel_error, value=error,
+                          params={**params, "tolerance": round(tolerance, 6)})  # fmt: skip
+
+
+def _check(
+    tensors: steps.LayoutTensors,
+    *,
+    before: torch.Tensor,
+    checked: int,
+    family: steps.Family,
+    num_steps: int,
+    what: str,
+) -> tuple[float, float]:
+    """The checked parameter against its float64 reference; raises when it is off."""
+    reference = steps.reference_update(
+        before, tensors.gradient(checked), family=family, num_steps=num_steps
+    )
+    after = tensors.params[checked].detach()
+    error, tolerance = steps.check_update(
+        before=before, after=after, reference=reference, num_steps=num_steps
+    )
+    if not error <= tolerance:  # also a NaN
+        raise RuntimeError(
+            f"weight_update: {what} moved the weights {error:.3g} of the update off the float64 "
+            f"reference of {num_steps} {family} steps (tolerance {tolerance:.3g}): the update "
+            "is wrong"
+        )
+    steps.check_written_back(tensors, checked)
+    return error, tolerance
+
+
+def _spec_reference(ctx: DistContext) -> Reference | None:
+    spec = ctx.gpu.spec if ctx.gpu is not None else None
+    if spec is None or spec.hbm_gbps <= 0:
+        return None
+    return Reference(value=spec.hbm_gbps, kind="spec_peak", source=spec.source)
