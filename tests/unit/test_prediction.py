@@ -12,7 +12,7 @@ import pytest
 from tests.prediction_runs import COMPUTE_S, GRAD_BYTES, INTER, INTRA, model_steps, run_of
 
 from clusterbench.analysis import prediction_findings, run_findings
-from clusterbench.analysis.prediction import NoPrediction, applies, predict
+from clusterbench.analysis.prediction import NIC_CEILING_GBPS, NoPrediction, applies, predict
 from clusterbench.analysis.prediction_inputs import (
     ASSUMED_INTER_ALPHA_S,
     ASSUMED_INTRA_ALPHA_S,
@@ -29,6 +29,7 @@ from clusterbench.analysis.scaling_model import (
 )
 from clusterbench.benchmarks.training.decoder import Decoder
 from clusterbench.benchmarks.training.models import DECODER_PRESETS
+from clusterbench.report.sections.prediction import predictions_grid
 from clusterbench.thresholds import Thresholds
 
 # --- links ------------------------------------------------------------------------------------
@@ -248,19 +249,22 @@ def test_validation_errors_are_predicted_against_measured() -> None:
 
 def test_the_scaling_finding_states_the_share_and_the_bandwidth_needed() -> None:
     r = run_of(num_nodes=2)
-    p = predict(r)
-    [scaling, check] = prediction_findings.findings(r, Thresholds())
+    p = predict(r, target=0.85)
+    [scaling, check] = prediction_findings.findings(
+        r, Thresholds(prediction_target_efficiency=0.85)
+    )
     row = {(x.world_size, x.strategy): x for x in p.rows}
     at256, at1024 = row[256, "ddp"], row[1024, "ddp"]
     assert at256.needed_gbps is not None and at1024.needed_gbps is not None
+    assert not at256.beyond_nics and not at1024.beyond_nics
     assert scaling.id == "prediction.scaling" and scaling.message.startswith(
         f"At 256 GPUs this job (1.3b ddp) would spend ~{at256.step.comm_share:.0%} of its step "
         f"in communication (efficiency {at256.step.efficiency:.0%}); with "
-        f"{at256.needed_gbps:,.0f} Gb/s per node it stays above 90%."
+        f"{at256.needed_gbps:,.0f} Gb/s per node it stays above 85%."
     )
     assert f"At 1024: ~{at1024.step.comm_share:.0%}" in scaling.message
-    # 81% at 1024 GPUs, below the 90% target, on GPUs: warn, with the bandwidth to provision
-    assert at1024.step.efficiency < 0.9 and scaling.severity == "warn"
+    # 81% at 1024 GPUs, below the 85% target, on GPUs: warn, with the bandwidth to provision
+    assert at1024.step.efficiency < 0.85 and scaling.severity == "warn"
     assert f"at least {at1024.needed_gbps:,.0f} Gb/s" in scaling.fix
     assert len(scaling.evidence["rows"]) == 6
     assert check.id == "prediction.validation" and check.severity == "info"
@@ -275,6 +279,27 @@ def test_the_scaling_finding_states_the_share_and_the_bandwidth_needed() -> None
     # the same on CPU workers is stated, never judged
     [cpu, _] = prediction_findings.findings(run_of(num_nodes=2, cpu=True), Thresholds())
     assert cpu.severity == "info" and "At 256 ranks" in cpu.message
+
+
+def test_a_need_beyond_any_nic_is_said_so_and_not_advised() -> None:
+    r = run_of(num_nodes=2)
+    p = predict(r)  # the 90% target: 256 and 1024 GPUs need more than eight 800G NICs
+    row = {(x.world_size, x.strategy): x for x in p.rows}
+    at256, at1024 = row[256, "ddp"], row[1024, "ddp"]
+    assert at256.needed_gbps is not None and at256.needed_gbps > NIC_CEILING_GBPS
+    assert at256.beyond_nics and at1024.beyond_nics
+    [scaling, _] = prediction_findings.findings(r, Thresholds())
+    assert (
+        f"it would need {at256.needed_gbps:,.0f} Gb/s per node to stay above 90%, beyond any "
+        "NIC today (8 x 800 Gb/s = 6,400)" in scaling.message
+    )
+    assert "at least" not in scaling.fix and scaling.fix.startswith("No NIC speed reaches it")
+    assert "advice" not in scaling.evidence
+    # the table marks them
+    grid = predictions_grid(p)
+    cells = {(c[0], c[1]): c[-1] for c in grid.rows}
+    assert cells["256", "ddp"] == f"{at256.needed_gbps:,.0f} (beyond NICs)"
+    assert "beyond NICs: more than 6,400 Gb/s per node" in grid.title
 
 
 def test_findings_only_when_training_and_collectives_ran() -> None:

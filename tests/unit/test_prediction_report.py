@@ -45,7 +45,8 @@ def test_the_section_comes_after_the_benchmarks_with_its_tables() -> None:
         assert float(row[2]) == pytest.approx(1e3 * predicted.step.step_s, rel=1e-3)
         assert float(row[5]) == pytest.approx(100 * predicted.step.efficiency, abs=0.05)
         needed = predicted.needed_gbps
-        assert row[7] == (f"{needed:,.0f}" if needed is not None else "out of reach")
+        want = f"{needed:,.0f}" if needed is not None else "out of reach"
+        assert row[7] == want + (" (beyond NICs)" if predicted.beyond_nics else "")
     validation = grids["prediction: validation"]
     assert [row[0] for row in validation.rows] == ["4", "8", "16"]
     links = next(g for t, g in grids.items() if t.startswith("prediction: links"))

@@ -50,6 +50,7 @@ from clusterbench.schema import Results
 __all__ = [
     "DEFAULT_GPUS_PER_NODE",
     "DEFAULT_GPU_COUNTS",
+    "NIC_CEILING_GBPS",
     "OUT_OF_REACH",
     "STRATEGIES",
     "NoPrediction",
@@ -62,6 +63,9 @@ __all__ = [
 DEFAULT_GPU_COUNTS: tuple[int, ...] = (64, 256, 1024)
 STRATEGIES: tuple[Strategy, ...] = ("ddp", "fsdp")
 OUT_OF_REACH = "out of reach: latency and intra-node traffic alone exceed the target"
+NIC_CEILING_GBPS = 6400.0
+"""The most inter-node bandwidth a node has today: eight 800 Gb/s NICs (one per GPU of an
+8-GPU node, ConnectX-8 / XDR InfiniBand); a need above it is beyond any NIC."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +77,12 @@ class Row:
     """Inter-node Gb/s per node for efficiency >= the target (None: see needed_note)."""
     needed_note: str
     """Why there is no figure: within one node, or out of reach; '' with a figure."""
+
+    @property
+    def beyond_nics(self) -> bool:
+        """The needed bandwidth exceeds what any node's NICs carry today."""
+        return self.needed_gbps is not None and self.needed_gbps > NIC_CEILING_GBPS
+
     assumed: tuple[str, ...]
     """The assumed inputs the row rests on (empty: measured and fitted only)."""
 

@@ -17,6 +17,7 @@ from typing import Any
 from clusterbench.analysis._common import gpu_severity
 from clusterbench.analysis.advice import advice_evidence
 from clusterbench.analysis.prediction import (
+    NIC_CEILING_GBPS,
     Prediction,
     Row,
     applies,
@@ -64,6 +65,11 @@ def sizes_text(sizes: tuple[int, ...] | list[int]) -> str:
 
 
 def _needs(row: Row, target_pct: str) -> str:
+    if row.needed_gbps is not None and row.beyond_nics:
+        return (
+            f"it would need {row.needed_gbps:,.0f} Gb/s per node to stay above {target_pct}, "
+            f"beyond any NIC today (8 x 800 Gb/s = {NIC_CEILING_GBPS:,.0f})"
+        )
     if row.needed_gbps is not None:
         return f"with {row.needed_gbps:,.0f} Gb/s per node it stays above {target_pct}"
     if row.needed_note == "within one node":
@@ -100,7 +106,7 @@ def scaling_finding(p: Prediction, results: Results) -> Finding:
     if assumed:
         message += f" Rests on assumptions: {'; '.join(assumed)}."
     below = last.step.efficiency < p.target_efficiency
-    if below and last.needed_gbps is not None:
+    if below and last.needed_gbps is not None and not last.beyond_nics:
         fix = (
             f"For {target} at {last.world_size} {unit}s provision at least "
             f"{last.needed_gbps:,.0f} Gb/s of inter-node bandwidth per node, hide more of the "
@@ -137,7 +143,7 @@ def _advice(p: Prediction, last: Row) -> dict[str, Any]:
     efficiency), against the largest error the validation measured ({} where not advice; on
     CPU workers, which describe the machine, not a cluster, never)."""
     v, needed = p.validation, last.needed_gbps
-    if v is None or needed is None or last.assumed or p.series.on_cpu:
+    if v is None or needed is None or last.beyond_nics or last.assumed or p.series.on_cpu:
         return {}
     if not last.step.efficiency > 0:
         return {}

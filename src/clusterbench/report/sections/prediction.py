@@ -10,6 +10,7 @@ appends this section after the benchmarks' own (``section(results)``, not measur
 from __future__ import annotations
 
 from clusterbench.analysis.prediction import (
+    NIC_CEILING_GBPS,
     OUT_OF_REACH,
     Prediction,
     applies,
@@ -82,6 +83,8 @@ def predictions_grid(p: Prediction) -> Grid:
     )
     if any(r.needed_gbps is None and r.needed_note == OUT_OF_REACH for r in p.rows):
         title += f"; {OUT_OF_REACH}"
+    if any(r.beyond_nics for r in p.rows):
+        title += f"; beyond NICs: more than {NIC_CEILING_GBPS:,.0f} Gb/s per node (8 x 800 Gb/s)"
     target = f"{p.target_efficiency:.0%}"
     header = (f"{unit}s", "strategy", "step ms", "band ms", "comm. %", "eff. %", "band %",
               f"Gb/s for {target}")  # fmt: skip
@@ -90,6 +93,7 @@ def predictions_grid(p: Prediction) -> Grid:
         st = r.step
         needed = f"{r.needed_gbps:,.0f}" if r.needed_gbps is not None else r.needed_note
         needed = "out of reach" if needed == OUT_OF_REACH else needed
+        needed += " (beyond NICs)" if r.beyond_nics else ""
         rows.append((
             f"{r.world_size}{'*' if r.assumed else ''}", r.strategy, format_value(1e3 * st.step_s),
             _range(1e3 * st.step_low_s, 1e3 * st.step_high_s), _pct(st.comm_share),
