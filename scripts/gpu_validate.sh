@@ -8,6 +8,8 @@
 #      std: the standard suite's training preset, 1.3b with the gradient-accumulation sweep)
 #   ADVICE='wupdate tune' scripts/gpu_validate.sh advice   # measured advice: weight update,
 #     NCCL tuning sweep, prediction (steps: tests wupdate predict tune; default all of them)
+#   HEALTH='quick cap' scripts/gpu_validate.sh health   # telemetry, SDC, doctor --fast, soak
+#     (steps: tests quick cap doctor soak; default all of them)
 #
 # Needs python3 with torch (CUDA), rich, typer, psutil, nvidia-ml-py; wheels for anything else
 # (pydantic) may be placed in .whl/ and are installed to a private folder first.
@@ -40,6 +42,21 @@ export PYTHONPATH="$PWD/src:${PYTHONPATH:-}"
   env | grep -E '^(NCCL|TORCH_SYMM)' | sort
 } >"$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
+
+# runstep NAME SECONDS ARGS...: one bounded `clusterbench run`, its files kept under $OUT
+runstep() {
+  local name=$1 secs=$2; shift 2
+  local t0; t0=$(date +%s)
+  timeout "$secs" python3 -m clusterbench run --out "/tmp/cb-$name-$$" --no-history "$@" \
+    >"$OUT/run-$name.log" 2>&1
+  echo "$name: exit $? in $(( $(date +%s) - t0 )) s ($*)"
+  cp "/tmp/cb-$name-$$/results.json" "$OUT/results-$name.json" 2>/dev/null
+  cp "/tmp/cb-$name-$$/summary.md" "$OUT/summary-$name.md" 2>/dev/null
+  cp "/tmp/cb-$name-$$/report.html" "$OUT/report-$name.html" 2>/dev/null
+  cp -r "/tmp/cb-$name-$$/telemetry" "$OUT/telemetry-$name" 2>/dev/null
+  grep -E "^\[(warn|fail|info)\] (telemetry|sdc|soak|gpu|health)\." "$OUT/run-$name.log" \
+    | cut -c1-400
+}
 
 if [ "$SUITE" = level3 ]; then
   # Level 3 on the GPUs: 1.3b MFU and DDP weak scaling, ResNet-50, a strategy sweep, then the
@@ -97,22 +114,12 @@ if [ "$SUITE" = advice ]; then
   awant tests && python3 -m pytest tests/gpu/test_weight_update_gpu.py \
     tests/gpu/test_collectives_tune_gpu.py -q -m gpu -p no:cacheprovider 2>&1 \
     | tee "$OUT/pytest-gpu.log" | tail -3
-  astep() {  # astep NAME SECONDS ARGS...
-    local name=$1 secs=$2; shift 2
-    local t0; t0=$(date +%s)
-    timeout "$secs" python3 -m clusterbench run --out "/tmp/cb-$name-$$" --no-history "$@" \
-      >"$OUT/run-$name.log" 2>&1
-    echo "$name: exit $? in $(( $(date +%s) - t0 )) s ($*)"
-    cp "/tmp/cb-$name-$$/results.json" "$OUT/results-$name.json" 2>/dev/null
-    cp "/tmp/cb-$name-$$/summary.md" "$OUT/summary-$name.md" 2>/dev/null
-    cp "/tmp/cb-$name-$$/report.html" "$OUT/report-$name.html" 2>/dev/null
-  }
   if awant wupdate; then
-    astep wupdate 150 --suite standard --only memory,weight_update "$@"
+    runstep wupdate 150 --suite standard --only memory,weight_update "$@"
     grep -E "weight update reaches|weight_update" "$OUT/run-wupdate.log" | head -8
   fi
   if awant predict; then
-    astep predict 330 --suite standard --only collectives,training,attribution \
+    runstep predict 330 --suite standard --only collectives,training,attribution \
       --set training.grad_accum_sweep= "$@"
     python3 -m clusterbench predict "/tmp/cb-predict-$$" --gpus 2,8,64,256,1024 \
       --gpus-per-node 8 --nic-gbps 400 >"$OUT/predict.txt" 2>&1
@@ -123,11 +130,38 @@ if [ "$SUITE" = advice ]; then
     grep -E "accumulation steps|Coordination idle" "$OUT/run-predict.log" | head -3
   fi
   if awant tune; then
-    astep tune 200 --suite quick --only collectives --set collectives.tune=true "$@"
+    runstep tune 200 --suite quick --only collectives --set collectives.tune=true "$@"
     grep -iE "tune" "$OUT/run-tune.log" | head -8
   fi
   tar czf "$FINAL_OUT/logs.tgz" -C "$OUT" .
   cp "$OUT"/results-*.json "$OUT"/predict.* "$OUT"/summary-*.md "$FINAL_OUT"/ 2>/dev/null
+  for f in "$OUT"/results-*.json; do python3 scripts/validate_table.py "$f"; done 2>&1 | tail -40
+  exit 0
+fi
+
+if [ "$SUITE" = health ]; then
+  # Telemetry, active health and soak (issue 18): the GPU tests of the SDC check and the
+  # sampler, the quick suite with telemetry on (its series and summaries), the bf16 GEMM with
+  # a sustained warm-up (the software power cap must be named), doctor --fast timed, doctor
+  # (Xid, NVLink/PCIe counters), a short soak. Steps: tests quick cap doctor soak.
+  hwant() { [[ " ${HEALTH:-tests quick cap doctor soak} " == *" $1 "* ]]; }
+  hwant tests && python3 -m pytest tests/gpu -q -m gpu -p no:cacheprovider \
+    -k "telemetry or sdc" 2>&1 | tee "$OUT/pytest-gpu.log" | tail -3
+  hwant tests && python3 scripts/telemetry_cost.py --nvml --gpu 0 2>&1 | tail -3
+  hwant quick && runstep quick 240 --suite quick "$@"
+  hwant cap && runstep cap 120 --only gemm --set gemm.dtypes=bf16 --set gemm.warmup_min_s=0.25 "$@"
+  if hwant doctor; then
+    for i in 1 2 3 4 5; do
+      t0=$(date +%s.%N); python3 -m clusterbench doctor --fast >"$OUT/doctor-fast-$i.txt" 2>&1
+      rc=$?; echo "doctor --fast $i: exit $rc in $(python3 -c "print(f'{$(date +%s.%N)-$t0:.2f}')") s"
+    done
+    tail -3 "$OUT/doctor-fast-1.txt"
+    timeout 120 python3 -m clusterbench doctor >"$OUT/doctor.txt" 2>&1
+    echo "doctor: exit $?"; grep -iE "xid|nvlink|replay|link_errors" "$OUT/doctor.txt" | head -8
+  fi
+  hwant soak && runstep soak 200 --only gemm,memory --set gemm.dtypes=bf16 --soak 2m "$@"
+  tar czf "$FINAL_OUT/logs.tgz" -C "$OUT" .
+  cp "$OUT"/results-*.json "$OUT"/summary-*.md "$FINAL_OUT"/ 2>/dev/null
   for f in "$OUT"/results-*.json; do python3 scripts/validate_table.py "$f"; done 2>&1 | tail -40
   exit 0
 fi

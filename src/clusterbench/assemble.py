@@ -18,7 +18,6 @@ from clusterbench.runtime.launch import WorkerFailure
 from clusterbench.runtime.records import (
     End,
     Error,
-    FindingRecord,
     Hello,
     HostRecord,
     Interrupted,
@@ -27,7 +26,9 @@ from clusterbench.runtime.records import (
     Record,
     Skip,
     Start,
+    TelemetryRecord,
 )
+from clusterbench.runtime.rounds import last_round, round_findings, soak_info, with_round
 from clusterbench.schema import ErrorRecord, HostInfo, Results, RunInfo, RunStatus, ToolInfo
 
 __all__ = ["RunMeta", "assemble_results", "benchmark_seconds", "dedupe"]
@@ -70,7 +71,11 @@ def assemble_results(
 ) -> Results:
     """``running``: the run goes on (rank 0 rewrites results.json after each benchmark), so
     benchmarks not yet finished are not a failure; errors, or an interruption, still decide.
-    ``stacks``: rank -> a line on its saved Python stack, added to that rank's error."""
+    ``stacks``: rank -> a line on its saved Python stack, added to that rank's error.
+
+    A soak (``--soak``/``--repeat``): what did not finish is judged in the round the run
+    ended in, errors name that round, ``run.soak`` says how the rounds went, and the findings
+    benchmarks recorded themselves are those of the round the summary shows."""
     records = dedupe(records)
     hosts_by_rank = {r.rank: r.host for r in records if isinstance(r, Hello)}
 
@@ -80,10 +85,10 @@ def assemble_results(
         flight = flights.get(rank)
         return hosts_by_rank.get(rank, flight.host if flight else meta.fallback_host)
 
-    ends, starts, skipped = _progress(records)
+    ends, starts, skipped = _progress(last_round(records))
     culprits, waiting = _errors(records, failures, host_of=host_of, starts=starts, ends=ends,
                                 flights=flights)  # fmt: skip
-    errors = _with_stacks(culprits, stacks or {}) + waiting
+    errors = with_round(_with_stacks(culprits, stacks or {}) + waiting, records)
     interrupted = interrupted or any(isinstance(r, Interrupted) for r in records)
     unfinished = [
         b for b in meta.benchmarks if b not in skipped and len(ends.get(b, ())) < meta.world_size
@@ -91,6 +96,13 @@ def assemble_results(
     status: RunStatus = "interrupted" if interrupted else "failed" if errors else "completed"
     if status == "completed" and unfinished:
         status = "running" if running else "failed"
+    soak = soak_info(
+        records,
+        asked=meta.config.get("soak"),
+        benchmarks=[b for b in meta.benchmarks if b not in skipped],
+        world_size=meta.world_size,
+        stopped=status in ("failed", "interrupted"),
+    )
     run = RunInfo(
         id=meta.id,
         started=meta.started,
@@ -106,6 +118,7 @@ def assemble_results(
         unfinished=unfinished,
         skipped=skipped,
         benchmark_seconds=benchmark_seconds(records, world_size=meta.world_size),
+        soak=soak,
     )
     return Results(
         tool=ToolInfo(version=meta.version),
@@ -114,7 +127,8 @@ def assemble_results(
         measurements=[r.data for r in records if isinstance(r, MeasurementRecord)],
         errors=errors,
         nccl=[r.data for r in records if isinstance(r, NcclRecord)],
-        findings=[r.data for r in records if isinstance(r, FindingRecord)],
+        telemetry=[r.data for r in records if isinstance(r, TelemetryRecord)],
+        findings=round_findings(records, keep=None if soak is None else soak.summary_round),
     )
 
 

@@ -16,6 +16,7 @@ from clusterbench.analysis import dataloader as dataloader_analysis
 from clusterbench.analysis import gemm as gemm_analysis
 from clusterbench.analysis import memory as memory_analysis
 from clusterbench.analysis import network as network_analysis
+from clusterbench.analysis import sdc as sdc_analysis
 from clusterbench.analysis import training as training_analysis
 from clusterbench.analysis import transfer as transfer_analysis
 from clusterbench.analysis import weight_update as weight_update_analysis
@@ -28,6 +29,7 @@ from clusterbench.benchmarks import (
     gemm,
     memory,
     network,
+    sdc,
     selftest,
     transfer,
     weight_update,
@@ -52,6 +54,7 @@ from clusterbench.report.sections import dataloader as dataloader_section
 from clusterbench.report.sections import gemm as gemm_section
 from clusterbench.report.sections import memory as memory_section
 from clusterbench.report.sections import network as network_section
+from clusterbench.report.sections import sdc as sdc_section
 from clusterbench.report.sections import training as training_section
 from clusterbench.report.sections import transfer as transfer_section
 from clusterbench.report.sections import weight_update as weight_update_section
@@ -79,6 +82,17 @@ BUILTIN: tuple[Benchmark, ...] = (
         findings=gemm_analysis.findings,
         section=gemm_section.section,
         figures=gemm_figures.figures,
+    ),
+    Benchmark(
+        name="sdc",
+        level=1,
+        scope="per_device",
+        suites=ALL_SUITES,
+        run=sdc.sdc,
+        settings=sdc.SdcConfig,
+        metrics=sdc.SdcMetrics,
+        findings=sdc_analysis.findings,
+        section=sdc_section.section,
     ),
     Benchmark(
         name="memory",

@@ -24,6 +24,7 @@ from pydantic import TypeAdapter, ValidationError
 from clusterbench import catalog, registry
 from clusterbench.benchmarks.presets import SUITE_NAMES, SuiteName
 from clusterbench.thresholds import Thresholds
+from clusterbench.units import parse_duration
 
 catalog.register_builtin()
 
@@ -54,11 +55,23 @@ class RunConfig:
     thresholds: Thresholds = field(default_factory=Thresholds)
     timeout_s: float = 900.0
     """Limit for one benchmark on one rank, in seconds."""
+    soak_s: float | None = None
+    """``--soak``: repeat the benchmarks round after round for this many seconds."""
+    repeat: int | None = None
+    """``--repeat``: run the benchmarks this many rounds (a soak of a number of rounds)."""
+    telemetry: bool = True
+    """Sample each GPU's clocks, power, temperature and throttle reasons while the benchmarks
+    run (``--no-telemetry``: off); CPU workers have none."""
+    telemetry_interval_s: float = 0.1
+    """``--telemetry-interval``: seconds between two telemetry samples of a GPU."""
 
     def to_dict(self) -> dict[str, Any]:
+        soak = {"duration_s": self.soak_s, "repeat": self.repeat}
         return {
             "suite": self.suite,
             "timeout_s": self.timeout_s,
+            **({"soak": soak} if self.soak_s is not None or self.repeat is not None else {}),
+            "telemetry": {"enabled": self.telemetry, "interval_s": self.telemetry_interval_s},
             "benchmarks": {k: dataclasses.asdict(v) for k, v in self.benchmarks.items()},
             "thresholds": dataclasses.asdict(self.thresholds),
         }
@@ -80,8 +93,16 @@ def build_run_config(
     only: Iterable[str] = (),
     skip: Iterable[str] = (),
     timeout_s: float | None = None,
+    soak: str | None = None,
+    repeat: int | None = None,
+    telemetry: bool | None = None,
+    telemetry_interval_s: float | None = None,
 ) -> RunConfig:
     """Suite preset, then the TOML file, then ``--set`` overrides, then CLI flags.
+
+    ``soak`` (a duration: ``2h``, ``30m``, ``90s``) and ``repeat`` (rounds) make it a soak;
+    either one given here replaces the file's ``soak`` and ``repeat`` keys.  ``telemetry`` and
+    ``telemetry_interval_s`` (None: the file's keys of those names, else on, every 0.1 s).
 
     ``suite`` None takes the file's ``suite`` key, else ``quick``.  Settings of a benchmark the
     run does not select are checked on a preset of their own, then dropped.
@@ -119,10 +140,62 @@ def build_run_config(
     )
     if not math.isfinite(timeout) or timeout <= 0:
         raise ConfigError(f"{where} must be a positive number of seconds, got {timeout}")
-    return RunConfig(suite=suite, benchmarks=benchmarks, thresholds=thresholds, timeout_s=timeout)
+    soak_s, rounds = _soak(top, soak=soak, repeat=repeat, source=str(config_file))
+    sampled, interval = _telemetry(top, telemetry, telemetry_interval_s, source=str(config_file))
+    return RunConfig(suite=suite, benchmarks=benchmarks, thresholds=thresholds, timeout_s=timeout,
+                     soak_s=soak_s, repeat=rounds, telemetry=sampled,
+                     telemetry_interval_s=interval)  # fmt: skip
 
 
-_TOP_LEVEL_KEYS = {"suite": str, "only": list[str], "skip": list[str], "timeout_s": float}
+_TOP_LEVEL_KEYS = {
+    "suite": str,
+    "only": list[str],
+    "skip": list[str],
+    "timeout_s": float,
+    "soak": str,
+    "repeat": int,
+    "telemetry": bool,
+    "telemetry_interval_s": float,
+}
+TELEMETRY_INTERVAL_RANGE_S = (0.01, 60.0)
+"""``--telemetry-interval`` bounds: NVML's clocks and power change no faster than every 10 ms
+or so, and a minute between samples says nothing of a benchmark's window."""
+
+
+def _telemetry(
+    top: Mapping[str, Any], enabled: bool | None, interval_s: float | None, *, source: str
+) -> tuple[bool, float]:
+    """(on, seconds between samples): the flags, else the file's keys, else on every 0.1 s."""
+    where = "--telemetry-interval"
+    if interval_s is None:
+        interval_s, where = float(top.get("telemetry_interval_s", 0.1)), f"{source}: "
+        where += "telemetry_interval_s"
+    low, high = TELEMETRY_INTERVAL_RANGE_S
+    if not math.isfinite(interval_s) or not low <= interval_s <= high:
+        raise ConfigError(f"{where} must be {low:g} to {high:g} seconds, got {interval_s:g}")
+    return bool(top.get("telemetry", True)) if enabled is None else enabled, interval_s
+
+
+def _soak(
+    top: Mapping[str, Any], *, soak: str | None, repeat: int | None, source: str
+) -> tuple[float | None, int | None]:
+    """(seconds, rounds) of a soak, at most one of them set; the flags replace the file."""
+    if soak is not None and repeat is not None:
+        raise ConfigError("--soak and --repeat together: choose one (a duration or a count)")
+    where = ("--soak", "--repeat")
+    if soak is None and repeat is None:
+        soak, repeat = top.get("soak"), top.get("repeat")
+        where = (f"{source}: soak", f"{source}: repeat")
+        if soak is not None and repeat is not None:
+            raise ConfigError(f"{source}: soak and repeat together: choose one")
+    if repeat is not None and repeat < 1:
+        raise ConfigError(f"{where[1]} must be at least 1, got {repeat}")
+    if soak is None:
+        return None, repeat
+    try:
+        return parse_duration(soak), None
+    except ValueError as exc:
+        raise ConfigError(f"{where[0]}: {exc}") from None
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

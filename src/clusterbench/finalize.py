@@ -111,7 +111,7 @@ def write_results(run_dir: Path, results: Results, *, html: bool = False) -> Non
 def _write_report(run_dir: Path, results: Results, sections: list[Section]) -> None:
     path = run_dir / REPORT_FILE
     try:
-        page = render_html(results, sections, registry.report_plots(results))
+        page = render_html(results, sections, registry.report_plots(results, run_dir=run_dir))
     except Exception as exc:  # a page that cannot be built must not cost the run its results
         _warn(f"cannot build {REPORT_FILE}: {type(exc).__name__}: {exc}")
         return

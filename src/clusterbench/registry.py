@@ -15,7 +15,9 @@ that belong to no one benchmark: the run's scaling prediction (from training and
 together; :mod:`clusterbench.report.sections.prediction`), named ``prediction``, the training
 partition search (its predictions need the collectives' links too), named ``training
 partition``, and where each rank ran (doctor's placement facts;
-:mod:`clusterbench.report.sections.placement`).
+:mod:`clusterbench.report.sections.placement`); and a soak's rounds, named ``soak``
+(:mod:`clusterbench.report.sections.soak`).  Of a soak, everything else sees one round
+(:func:`clusterbench.schema.one_round`).
 """
 
 from __future__ import annotations
@@ -23,20 +25,25 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
-from clusterbench.analysis import run_findings
+from clusterbench.analysis import run_findings, soak_findings
 from clusterbench.benchmarks.presets import DeviceType, SuiteName
 from clusterbench.metrics import MetricSet
 from clusterbench.report.cells import Section, generic_section
 from clusterbench.report.figures import prediction as prediction_figures
+from clusterbench.report.figures import soak as soak_figures
+from clusterbench.report.figures import telemetry as telemetry_figures
 from clusterbench.report.figures import training as training_figures
 from clusterbench.report.plots import Plot, PlotContext
 from clusterbench.report.sections import placement as placement_section
 from clusterbench.report.sections import prediction as prediction_section
+from clusterbench.report.sections import soak as soak_section
+from clusterbench.report.sections import telemetry as telemetry_section
 from clusterbench.report.sections import training as training_section
 from clusterbench.runtime.dist import DistContext
-from clusterbench.schema import SEVERITY_ORDER, Finding, Measurement, Results
+from clusterbench.schema import SEVERITY_ORDER, Finding, Measurement, Results, one_round
 from clusterbench.thresholds import Thresholds, run_thresholds
 
 __all__ = [
@@ -147,14 +154,18 @@ def suite_benchmarks(suite: str) -> list[str]:
 
 def analyze(results: Results, thresholds: Thresholds) -> list[Finding]:
     """Every benchmark's findings, then the run-wide ones (peer outliers, NCCL's log, the host
-    inventory); fail first, then warn, then info (stable within a severity)."""
+    inventory); fail first, then warn, then info (stable within a severity).  A soak's
+    benchmarks and run-wide findings judge one round (:func:`~clusterbench.schema.one_round`:
+    the last complete one), its drift findings every round."""
+    one = one_round(results)
     findings = [
         finding
         for benchmark in _REGISTRY.values()
         if benchmark.findings is not None
-        for finding in benchmark.findings(results, thresholds)
+        for finding in benchmark.findings(one, thresholds)
     ]
-    findings += run_findings(results, thresholds)
+    findings += run_findings(one, thresholds)
+    findings += soak_findings.findings(results, thresholds)
     return sorted(findings, key=lambda f: SEVERITY_ORDER[f.severity])
 
 
@@ -173,16 +184,18 @@ def _multi_host(results: Results) -> bool:
 def summary_sections(results: Results) -> list[Section]:
     """One section per benchmark, in the order the run measured them; then the run-wide ones:
     the prediction's (when training and collectives both ran) and the placement table (when
-    doctor recorded where the ranks ran)."""
-    by_benchmark = _by_benchmark(results)
-    multi_host = _multi_host(results)
+    doctor recorded where the ranks ran); last, a soak's rounds.  A soak's benchmark sections
+    show one round (:func:`~clusterbench.schema.one_round`), its own section every round."""
+    one = one_round(results)
+    by_benchmark = _by_benchmark(one)
+    multi_host = _multi_host(one)
     sections = []
     for name, ms in by_benchmark.items():
         held = _REGISTRY.get(name)
         section = (held.section if held is not None else generic_section)(ms, multi_host)
         section.benchmark = name
         sections.append(section)
-    derived = (make(results) for make in _RUN_SECTIONS)
+    derived = [make(one) for make in _RUN_SECTIONS] + [soak_section.section(results)]
     return sections + [d for d in derived if d is not None]
 
 
@@ -190,6 +203,7 @@ _RUN_SECTIONS: tuple[Callable[[Results], Section | None], ...] = (
     prediction_section.section,
     training_section.partition_section,
     placement_section.section,
+    telemetry_section.section,
 )
 """Sections of the run as a whole, after the benchmarks' (None: nothing to show)."""
 
@@ -205,16 +219,21 @@ def _drawn(name: str, draw: Callable[..., Iterable[Plot]], *args: Any) -> list[P
         return [Plot(title=f"{name}: plots not drawn", figure={}, notes=[note])]
 
 
-def report_plots(results: Results, *, base: Results | None = None) -> dict[str, list[Plot]]:
+def report_plots(
+    results: Results, *, base: Results | None = None, run_dir: Path | None = None
+) -> dict[str, list[Plot]]:
     """Each benchmark's plots for the HTML report (benchmarks without ``figures`` left out).
 
     ``base``: the base run of a comparison, whose measurements of the same benchmark each
     ``figures`` gets in :attr:`PlotContext.base`.  A ``figures`` that raises costs its benchmark
     its plots, not the report: it gets one plot with no data whose note says what went wrong
     (the page shows such a plot as that line alone).  The prediction's plots come last, under
-    ``prediction``.
+    ``prediction``, then a soak's figures over the rounds, under ``soak`` (the benchmarks'
+    plots of a soak draw one round, as their sections do).  ``run_dir``: the run folder, whose
+    telemetry series each benchmark's telemetry figure draws (after its own plots).
     """
-    base_by_benchmark = _by_benchmark(base) if base is not None else None
+    full, results = results, one_round(results)
+    base_by_benchmark = _by_benchmark(one_round(base)) if base is not None else None
     multi_host = _multi_host(results)
     thresholds = run_thresholds(results)
     plots: dict[str, list[Plot]] = {}
@@ -228,10 +247,16 @@ def report_plots(results: Results, *, base: Results | None = None) -> dict[str, 
             base=None if base_by_benchmark is None else base_by_benchmark.get(name, []),
         )
         plots[name] = _drawn(name, held.figures, ms, ctx)
+    for name in telemetry_figures.benchmarks_with_telemetry(full):
+        drawn = _drawn(name, telemetry_figures.figures, full, name, run_dir)
+        plots[name] = plots.get(name, []) + drawn
     predicted = _drawn(prediction_section.NAME, prediction_figures.figures, results)
     if predicted:
         plots[prediction_section.NAME] = predicted
     partition = _drawn(training_section.PARTITION, training_figures.partition_figures, results)
     if partition:
         plots[training_section.PARTITION] = partition
+    soak = _drawn(soak_section.NAME, soak_figures.figures, full)
+    if soak:
+        plots[soak_section.NAME] = soak
     return plots

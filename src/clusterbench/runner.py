@@ -108,6 +108,10 @@ def run(
     oversubscribe: bool = False,
     expect_nodes: int | None = None,
     join_timeout_s: float | None = None,
+    soak: str | None = None,
+    repeat: int | None = None,
+    telemetry: bool | None = None,
+    telemetry_interval_s: float | None = None,
     announce: Callable[[RunPlan], None] | None = None,
 ) -> RunOutcome:
     """Run a suite and return its results (the library form of ``clusterbench run``).
@@ -116,6 +120,10 @@ def run(
     device, the config and the worker count are all checked before the run folder is made.
     ``announce`` is called with the :class:`RunPlan` by the process that starts the run (rank
     0 under a launcher), before the first benchmark, e.g. to print how long it should take.
+    ``soak`` (a duration: ``2h``, ``30m``) or ``repeat`` (a number of rounds) repeats the
+    benchmarks round after round, every round kept (``run.soak`` in the results).
+    ``telemetry``/``telemetry_interval_s``: sample each GPU while the benchmarks run (None: the
+    config file's keys, else on, every 0.1 s).
     """
     device_type = resolve_device(device)
     config = build_run_config(
@@ -126,6 +134,10 @@ def run(
         only=only or [],
         skip=skip or [],
         timeout_s=timeout_s,
+        soak=soak,
+        repeat=repeat,
+        telemetry=telemetry,
+        telemetry_interval_s=telemetry_interval_s,
     )
     launcher = detect_launcher()
     spec = RunSpec(

@@ -89,6 +89,73 @@ class Reference(_Model):
     source: str
 
 
+TELEMETRY_FIELDS: Final = (
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "power_w",
+    "power_limit_w",
+    "temp_c",
+    "clocks_event_reasons",
+    "pcie_tx_mbps",
+    "pcie_rx_mbps",
+    "nvlink_tx_mbps",
+    "nvlink_rx_mbps",
+    "mem_used_bytes",
+)
+"""What one telemetry sample holds: the columns of ``telemetry/rank-NNNNN.csv`` after ``t``
+(unix s) and ``benchmark``; MB/s = 1e6 B/s; ``clocks_event_reasons`` is NVML's bitmask."""
+
+
+class TelemetrySummary(_Model):
+    """A GPU's telemetry over one window: a measurement's (from the previous record of its
+    benchmark on its rank to the moment it was recorded) or a whole benchmark's on one rank.
+    A field the GPU did not report is null."""
+
+    samples: int = Field(ge=0)
+    window_s: float
+    sm_clock_mhz_median: float | None = None
+    sm_clock_mhz_min: float | None = None
+    sm_clock_max_mhz: float | None = Field(
+        default=None, description="the GPU's maximum SM clock (NVML), what the median is below"
+    )
+    mem_clock_mhz_median: float | None = None
+    power_w_median: float | None = None
+    power_w_max: float | None = None
+    power_limit_w: float | None = Field(default=None, description="the enforced power limit")
+    temp_c_max: float | None = None
+    temp_slowdown_c: float | None = Field(
+        default=None, description="the GPU's own slowdown temperature (NVML threshold)"
+    )
+    reasons: dict[str, float] = Field(
+        default_factory=dict,
+        description="clocks-event (throttle) reason -> fraction of the samples it was active "
+        "in, most frequent first",
+    )
+    pcie_tx_mbps_median: float | None = None
+    pcie_rx_mbps_median: float | None = None
+    nvlink_tx_mbps_median: float | None = None
+    nvlink_rx_mbps_median: float | None = None
+    mem_used_max_bytes: int | None = None
+
+
+class TelemetryWindow(_Model):
+    """One benchmark's telemetry on one rank: its window (start to end), the summary over it
+    and the raw series it is a part of."""
+
+    rank: int
+    host: str
+    device: str
+    benchmark: str
+    round: int | None = Field(default=None, description="the soak round; null outside a soak")
+    start: float = Field(description="unix seconds")
+    end: float = Field(description="unix seconds")
+    summary: TelemetrySummary | None = Field(description="null: no sample fell in the window")
+    series: str | None = Field(
+        description="the rank's CSV of samples, relative to the run folder (null: not kept)"
+    )
+    source: str = Field(description="what was read: nvml or amdsmi")
+
+
 class Measurement(_Model):
     benchmark: str
     metric: str
@@ -100,6 +167,21 @@ class Measurement(_Model):
     device: str
     stats: Stats | None = None
     reference: Reference | None = None
+    telemetry: TelemetrySummary | None = Field(
+        default=None,
+        description="the GPU's telemetry over the measurement's own window; null without "
+        "telemetry (CPU workers, no NVML, --no-telemetry) or with no sample in the window",
+    )
+    round: int | None = Field(
+        default=None,
+        description="the soak round it was measured in (0-based; --soak/--repeat); null "
+        "outside a soak",
+    )
+    time: float | None = Field(
+        default=None,
+        description="when the worker recorded it, unix seconds; absent in files written "
+        "before clusterbench kept it",
+    )
 
 
 class Finding(_Model):
@@ -206,6 +288,37 @@ class ToolInfo(_Model):
     version: str
 
 
+class SoakInfo(_Model):
+    """A soak: the selected benchmarks run round after round (``--soak DURATION`` or
+    ``--repeat N``); every round's measurements are kept, each with its ``round``."""
+
+    duration_s: float | None = Field(default=None, description="--soak: the duration asked")
+    repeat: int | None = Field(default=None, description="--repeat: the rounds asked")
+    rounds: int = Field(ge=0, description="rounds started")
+    completed: int = Field(
+        ge=0, description="rounds every benchmark finished on every rank (the first ones)"
+    )
+    round_started: list[float] = Field(
+        default_factory=list, description="unix seconds each round started (its first rank)"
+    )
+    round_seconds: list[float | None] = Field(
+        default_factory=list,
+        description="wall seconds of each round, first start to last end over the ranks "
+        "(null: the round did not finish)",
+    )
+    stopped_in: int | None = Field(
+        default=None,
+        description="the round the run was in when it was interrupted or failed; null when "
+        "it ended as planned",
+    )
+
+    @property
+    def summary_round(self) -> int:
+        """The round the benchmarks' own findings, the summary tables, comparisons and the
+        history take: the last complete one (the first round when none completed)."""
+        return max(0, self.completed - 1)
+
+
 class RunInfo(_Model):
     id: str
     started: str
@@ -222,11 +335,17 @@ class RunInfo(_Model):
         default_factory=list, description="benchmarks that did not finish on every rank"
     )
     skipped: dict[str, str] = Field(
-        default_factory=dict, description="benchmark -> why it did not run here"
+        default_factory=dict,
+        description="benchmark -> why it did not run here; 'telemetry' -> why no telemetry was "
+        "sampled (CPU workers, no NVML, --no-telemetry)",
     )
     benchmark_seconds: dict[str, float] = Field(
         default_factory=dict,
-        description="benchmark -> wall seconds it took (the slowest rank's start to end)",
+        description="benchmark -> wall seconds it took (the slowest rank's start to end; in "
+        "a soak, in its last round)",
+    )
+    soak: SoakInfo | None = Field(
+        default=None, description="the rounds of a soak (--soak, --repeat); null outside one"
     )
 
 
@@ -254,6 +373,32 @@ class Results(_Model):
     findings: list[Finding] = Field(default_factory=list)
     errors: list[ErrorRecord] = Field(default_factory=list)
     nccl: list[NcclRankInfo] = Field(default_factory=list)
+    telemetry: list[TelemetryWindow] = Field(
+        default_factory=list, description="each benchmark's telemetry window on each GPU rank"
+    )
+
+
+def one_round(results: Results) -> Results:
+    """``results`` with the measurements (and telemetry windows) of one soak round only
+    (:attr:`SoakInfo.summary_round`) and those recorded outside a round; the results themselves
+    outside a soak.
+
+    What expects one measurement per figure (the benchmarks' findings, peer outliers, summary
+    tables and plots, compare, baselines, the history) reads a soak through this: the last
+    complete round, as the cluster runs once it has soaked, rather than rounds pooled (pooling
+    would let a best-of analysis pick the best round, and count a device once per round).
+    """
+    soak = results.run.soak
+    if soak is None and all(m.round is None for m in results.measurements):
+        return results
+    keep = soak.summary_round if soak is not None else _last_round(results.measurements)
+    chosen = [m for m in results.measurements if m.round is None or m.round == keep]
+    windows = [w for w in results.telemetry if w.round is None or w.round == keep]
+    return results.model_copy(update={"measurements": chosen, "telemetry": windows})
+
+
+def _last_round(measurements: Sequence[Measurement]) -> int:
+    return max((m.round for m in measurements if m.round is not None), default=0)
 
 
 def load_results(path: str | Path) -> Results:

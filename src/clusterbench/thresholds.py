@@ -74,9 +74,28 @@ class Thresholds:
     checkpoint_min_free_ratio: float = 2.0
     """Free space in the checkpoint directory below this many checkpoints -> warn (keep the last
     good one while the next is written)."""
+    telemetry_throttle_min_fraction: float = 0.1
+    """A limiting clocks-event reason (SW power cap, HW slowdown, SW/HW thermal slowdown, power
+    brake) active in at least this fraction of a measurement's telemetry samples -> a
+    ``telemetry.throttled`` finding (a reason seen in a sample or two of a window is noise)."""
+    telemetry_hot_margin_c: float = 5.0
+    """A GPU whose temperature came within this many degrees C of its own slowdown temperature
+    (NVML's threshold) during a benchmark -> warn (``telemetry.hot``)."""
     straggler_min_spread_pct: float = 5.0
     """A rank whose collectives start later than the others by more than this % of the step
     (and at least 1 ms) is the straggler -> fail."""
+    nvlink_crc_fail_per_s: float = 100.0
+    """NVLink CRC errors (flit or data) that grow during a run -> warn; at this many per second
+    on one link -> fail (DCGM's health watch: "CRC errors only matter at rates of 100+ per
+    second", dcgm_gpu_hardware_limits.h).  Doctor warns when even the average since boot
+    reaches it."""
+    nvlink_recovery_fail_count: int = 1
+    """NVLink replay or recovery errors: this many on one link during a run -> fail (DCGM's
+    health watch fails on one)."""
+    pcie_replay_fail_per_min: float = 8.0
+    """PCIe replays that grow during a run -> warn; at this many per minute -> fail ("8 replays
+    per minute is the maximum recommended", dcgm_gpu_hardware_limits.h).  Doctor warns when even
+    the average since boot reaches it."""
     outlier_mads: float = 3.0
     """A device this many scaled MADs below its peers is an outlier -> fail."""
     outlier_min_rel: float = 0.05
@@ -131,6 +150,18 @@ class Thresholds:
     regression_noise_sigmas: float = 3.0
     """...and beyond the run-to-run noise: more than this many robust standard deviations
     (1.4826 x MAD) of the figure over earlier comparable runs, when history holds 3 or more."""
+
+    soak_drift_min_rel: float = 0.05
+    """A soak's figure drifted only when its last rounds are worse than its first rounds by
+    more than this fraction (a practical limit, as ``regression_min_rel``)..."""
+    soak_drift_alpha: float = 0.05
+    """...its trend over the rounds is monotone beyond chance: Mann-Kendall (Kendall's tau of
+    the figure against time) p below this, which takes 5 rounds at least (the smallest
+    two-sided p of n rounds is 2 / n!: 0.083 for 4, 0.017 for 5)..."""
+    soak_drift_noise_sigmas: float = 3.0
+    """...and the change from the first to the last rounds is more than this many times the
+    rounds' noise (1.4826 x the MAD of the change from one round to the next / sqrt 2, which a
+    steady trend or one step does not inflate)."""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["format_bytes", "format_seconds"]
+import math
+import re
+
+__all__ = ["format_bytes", "format_seconds", "parse_duration"]
 
 _BINARY_UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 
@@ -40,3 +43,22 @@ def format_seconds(seconds: float) -> str:
     if seconds < 6000:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:h|min|m|s))+|\d+(?:\.\d+)?")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|min|m|s)?")
+_DURATION_UNIT_S = {"h": 3600.0, "min": 60.0, "m": 60.0, "s": 1.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a duration as people write it: ``90s``, ``30m`` (or ``30min``), ``2h``,
+    ``1h30m``, ``1.5h``, or a bare number of seconds (``600``).  ValueError (one line) for
+    anything else, or for a duration of 0."""
+    spec = text.strip().lower()
+    if not _DURATION.fullmatch(spec):
+        raise ValueError(f"{text!r} is not a duration (e.g. 90s, 30m, 2h, 1h30m)")
+    parts = _DURATION_PART.findall(spec)  # a bare number: seconds
+    total = sum(float(value) * _DURATION_UNIT_S[unit or "s"] for value, unit in parts)
+    if not math.isfinite(total) or total <= 0:
+        raise ValueError(f"{text!r}: a duration must be more than 0 s")
+    return total

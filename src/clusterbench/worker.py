@@ -1,6 +1,7 @@
 """One worker: join the world, probe the node, run each benchmark under a deadline, record.
 
-There is one per-rank loop, however the run started.  Every record goes to this rank's partial
+There is one per-rank loop, however the run started (a soak runs it round after round, rank 0
+deciding each round for all: ``runtime/rounds.py``).  Every record goes to this rank's partial
 file as it happens; how records reach results.json is the run's collector (``collectors.py``:
 the parent reads the files, or rank 0 gathers them as the run goes).
 
@@ -21,6 +22,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,7 @@ from clusterbench.collectors import (
     flight_store,
 )
 from clusterbench.config import ConfigError
+from clusterbench.doctor.run_health import RunHealth
 from clusterbench.finalize import ResultsWriteError, finalize
 from clusterbench.runspec import EXIT_RUN_ERROR, RunSpec, prepare_run_dir
 from clusterbench.runtime.dist import (
@@ -66,11 +69,15 @@ from clusterbench.runtime.records import (
     RankLogWriteError,
     Skip,
     Start,
+    TelemetryRecord,
     describe_write_error,
     read_rank_file,
 )
+from clusterbench.runtime.rounds import RoundPolicy, rounds
+from clusterbench.runtime.telemetry import TelemetrySampler
 from clusterbench.runtime.watchdog import Deadline
-from clusterbench.schema import Finding, NcclRankInfo
+from clusterbench.schema import Finding, Measurement, NcclRankInfo
+from clusterbench.units import format_seconds
 
 __all__ = ["BenchmarkFailed", "worker_main"]
 
@@ -352,17 +359,21 @@ def _share_run_dir(ctx: DistContext, spec: RunSpec) -> None:
 def run_benchmarks(ctx: DistContext, *, spec: RunSpec, log: RankLog, collector: Collector) -> None:
     log.write(Hello(host=ctx.host, local_rank=ctx.local_rank, device=ctx.device_label))
     _probe(ctx, log)
-    with _progress_for(ctx) as progress:
-        for name, cfg in spec.config.benchmarks.items():
-            bench = registry.get(name)
-            if not bench.supports(spec.device_type):
-                log.write(Skip(benchmark=name, reason=f"no {spec.device_type} form"))
-                continue
-            bar = progress.bar(name)
-            ctx.progress, ctx.benchmark = bar, name
-            _run_one(ctx, bench=bench, cfg=cfg, log=log, timeout_s=spec.config.timeout_s)
-            bar.finish()
-            collector.after_benchmark(ctx, log)
+    health = RunHealth.start(ctx)  # Xid events and link-error counters, start to end
+    with _progress_for(ctx) as progress, _telemetry(ctx, spec=spec, log=log):
+        for soak_round in rounds(ctx, _round_policy(spec), on_round_end=_round_note(progress)):
+            ctx.round = soak_round  # None outside a soak
+            for name, cfg in spec.config.benchmarks.items():
+                bench = registry.get(name)
+                if not bench.supports(spec.device_type):
+                    if not soak_round:  # once, not every round
+                        log.write(Skip(benchmark=name, reason=f"no {spec.device_type} form"))
+                    continue
+                bar = progress.bar(name if soak_round is None else f"round {soak_round}: {name}")
+                ctx.progress, ctx.benchmark = bar, name
+                _run_one(ctx, bench=bench, cfg=cfg, log=log, timeout_s=spec.config.timeout_s)
+                bar.finish()
+                collector.after_benchmark(ctx, log)
     ctx.benchmark = ""
     if _nccl_logging(spec):
         _keep_nccl_log(ctx, run_dir=Path(spec.run_dir), log=log)
@@ -371,10 +382,26 @@ def run_benchmarks(ctx: DistContext, *, spec: RunSpec, log: RankLog, collector: 
     except Exception as exc:  # a peer failed after its last benchmark (e.g. a full disk)
         log.write(Error(message=f"{type(exc).__name__}: {exc}", while_waiting=True))
         raise BenchmarkFailed(while_waiting=True) from exc
+    _record_health(ctx, health, spec=spec, log=log, collector=collector)
     with _FINAL:
         collector.finished(ctx)
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+def _round_policy(spec: RunSpec) -> RoundPolicy | None:
+    """A soak's rounds (``--soak``/``--repeat``); None: one pass, as any run."""
+    config = spec.config
+    if config.soak_s is None and config.repeat is None:
+        return None
+    return RoundPolicy(duration_s=config.soak_s, repeat=config.repeat)
+
+
+def _round_note(progress: Any) -> Callable[[int, float], None]:
+    def note(done: int, seconds: float) -> None:
+        progress.clear(f"soak: round {done} done in {format_seconds(seconds)}")
+
+    return note
 
 
 def _probe(ctx: DistContext, log: RankLog) -> None:
@@ -385,6 +412,20 @@ def _probe(ctx: DistContext, log: RankLog) -> None:
         ctx.gpu = next((g for g in info.gpus if g.index == ctx.local_rank), None)
     if ctx.local_rank == 0:
         log.write(HostRecord(data=info))
+
+
+def _record_health(
+    ctx: DistContext, health: RunHealth, *, spec: RunSpec, log: RankLog, collector: Collector
+) -> None:
+    """The run's Xid events and link-error growth, written and gathered like a benchmark's."""
+    for item in health.finish(ctx, thresholds=spec.config.thresholds):
+        log.write(FindingRecord(data=item) if isinstance(item, Finding)
+                  else MeasurementRecord(data=item))  # fmt: skip
+    try:
+        collector.after_benchmark(ctx, log)  # rank 0 gathers them (other nodes' files)
+    except Exception as exc:  # a peer went away after the last barrier
+        log.write(Error(message=f"{type(exc).__name__}: {exc}", while_waiting=True))
+        raise BenchmarkFailed(while_waiting=True) from exc
 
 
 def _run_one(
@@ -399,19 +440,21 @@ def _run_one(
             Error(benchmark=bench.name, message=message, while_waiting=ctx.waiting, timeout=True)
         )
 
-    log.write(Start(benchmark=bench.name))
+    log.write(Start(benchmark=bench.name, round=ctx.round, at=time.time()))
     started = time.monotonic()
+    if ctx.telemetry is not None:
+        ctx.telemetry.begin(bench.name, round=ctx.round)
     if ctx.flight is not None:
         ctx.flight.set(activity="running", benchmark=bench.name)
     ctx.wait_failed = ctx.failed_in_collective = False
     with Deadline(timeout_s, on_timeout, grace_s=_grace(timeout_s), grace_if=lambda: ctx.waiting):
         try:
             ctx.barrier()
-            for item in bench.run(ctx, cfg):
+            for item in _with_telemetry(ctx, bench.run(ctx, cfg)):
                 log.write(
                     FindingRecord(data=item)
                     if isinstance(item, Finding)
-                    else MeasurementRecord(data=item)
+                    else MeasurementRecord(data=_stamped(item, ctx))
                 )
             ctx.barrier()
         except Exception as exc:
@@ -427,7 +470,66 @@ def _run_one(
                 )
             )
             raise BenchmarkFailed(while_waiting=while_waiting, in_collective=in_collective) from exc
-    log.write(End(benchmark=bench.name, seconds=time.monotonic() - started))
+    log.write(End(benchmark=bench.name, seconds=time.monotonic() - started, round=ctx.round))
+    if ctx.telemetry is not None:
+        log.write(TelemetryRecord(data=ctx.telemetry.end()))
+
+
+def _stamped(m: Measurement, ctx: DistContext) -> Measurement:
+    """``m`` with when it was recorded and, in a soak, its round."""
+    return m.model_copy(update={"round": ctx.round, "time": time.time()})
+
+
+@contextlib.contextmanager
+def _telemetry(ctx: DistContext, *, spec: RunSpec, log: RankLog) -> Iterator[None]:
+    """This rank's GPU telemetry sampler (``ctx.telemetry``) for the block, stopped after it
+    however it ends; without one (CPU workers, no NVML, ``--no-telemetry``) a ``telemetry``
+    skip says why: rank 0's when no rank samples, else each rank's that cannot."""
+    config = spec.config
+    why = None if config.telemetry else "off (--no-telemetry)"
+    why = why or (None if ctx.is_cuda else "no NVML: CPU workers")
+    if why is not None:
+        if ctx.rank == 0:
+            log.write(Skip(benchmark="telemetry", reason=why))
+        yield
+        return
+    from clusterbench.hardware.gpu_telemetry import open_reader
+    from clusterbench.hardware.topology import torch_pci_bus_id
+
+    try:  # this rank's own GPU by its PCI address: NVML's indices ignore CUDA_VISIBLE_DEVICES
+        bus_id = torch_pci_bus_id(ctx.device.index or 0)
+    except (RuntimeError, AssertionError):  # torch sees no such device: NVML's index then
+        bus_id = None
+    reader = open_reader(ctx.local_rank, amd=torch.version.hip is not None, pci_bus_id=bus_id)
+    if isinstance(reader, str):
+        where = f"rank {ctx.rank} on host {ctx.host}"
+        log.write(Skip(benchmark="telemetry", reason=f"{where}: {reader}"))
+        yield
+        return
+    ctx.telemetry = TelemetrySampler(
+        reader,
+        interval_s=config.telemetry_interval_s,
+        rank=ctx.rank,
+        host=ctx.host,
+        device=ctx.device_label,
+        run_dir=ctx.run_dir,
+    )
+    ctx.telemetry.start()
+    try:
+        yield
+    finally:
+        ctx.telemetry.stop()
+        ctx.telemetry = None
+
+
+def _with_telemetry(ctx: DistContext, items: Iterable[Any]) -> Iterator[Any]:
+    """``items`` as the benchmark yields them, each measurement with the summary of the GPU's
+    telemetry since the benchmark's previous record (or its start)."""
+    for item in items:
+        summary = ctx.telemetry.mark() if ctx.telemetry is not None else None
+        if summary is not None and isinstance(item, Measurement):
+            item = item.model_copy(update={"telemetry": summary})
+        yield item
 
 
 def _grace(timeout_s: float) -> float:

@@ -34,6 +34,11 @@ def test_quick_suite_on_two_cpu_workers(tmp_path: Path) -> None:
     assert results.run.backend == "gloo"
     assert results.run.unfinished == []
     assert results.run.skipped.get("transfer") == "no cpu form"
+    # CPU workers sample no GPU telemetry, and the run says why
+    assert results.run.skipped.get("telemetry") == "no NVML: CPU workers"
+    assert results.run.config["telemetry"] == {"enabled": True, "interval_s": 0.1}
+    assert results.telemetry == [] and all(m.telemetry is None for m in results.measurements)
+    assert not (out / "telemetry").exists()
     assert results.errors == []
     assert [h.hostname for h in results.hosts] == [HOST]
     by_bench: dict[str, set[int]] = {}
@@ -42,7 +47,9 @@ def test_quick_suite_on_two_cpu_workers(tmp_path: Path) -> None:
         assert m.host == HOST and m.unit
     # collectives are recorded once per group, by the group's rank 0
     # doctor: local rank 0 of each node runs the host checks
-    assert by_bench == {"doctor": {0}, "gemm": {0, 1}, "memory": {0, 1}, "collectives": {0}}
+    assert by_bench == {
+        "doctor": {0}, "gemm": {0, 1}, "sdc": {0, 1}, "memory": {0, 1}, "collectives": {0}
+    }  # fmt: skip
     doctor_ids = {f.id for f in results.findings if f.id.startswith("doctor.")}
     assert "doctor.storage.checkpoint_dir" in doctor_ids
     best = [m for m in results.measurements if m.metric == "tflops_best"]

@@ -203,18 +203,19 @@ def test_flat_idle_is_no_advice() -> None:
 # --- the scaling prediction -------------------------------------------------------------------
 
 
-def scaling(r: Results) -> Finding:
-    return only(prediction_findings.findings(r, Thresholds()), "prediction.scaling")
+def scaling(r: Results, target: float = 0.9) -> Finding:
+    found = prediction_findings.findings(r, Thresholds(prediction_target_efficiency=target))
+    return only(found, "prediction.scaling")
 
 
 def test_the_bandwidth_to_provision_is_predicted_advice_against_the_models_error() -> None:
     r = run_of(num_nodes=2)
-    p = predict(r)
+    p = predict(r, target=0.85)  # at 90% it would need more than eight 800G NICs: no advice
     last = [row for row in p.rows if row.strategy == "ddp"][-1]
-    assert p.validation is not None and last.needed_gbps is not None
-    a = advised(scaling(r))
+    assert p.validation is not None and last.needed_gbps is not None and not last.beyond_nics
+    a = advised(scaling(r, target=0.85))
     assert a.basis == "predicted" and a.better == "higher"
-    assert a.gain == pytest.approx(0.9 / last.step.efficiency - 1, abs=1e-5)
+    assert a.gain == pytest.approx(0.85 / last.step.efficiency - 1, abs=1e-5)
     assert a.noise == pytest.approx(p.validation.max_abs_rel_error, abs=1e-6)
     assert a.change.startswith(f"provision at least {last.needed_gbps:,.0f} Gb/s")
     assert a.gain_of.startswith("throughput at 1,024 GPUs")
@@ -225,6 +226,8 @@ def test_no_predicted_advice_without_a_measured_error_below_the_gain() -> None:
     steps[16] *= 1.5  # the model misses 16 GPUs by a third: more than the gain
     missed = run_of(num_nodes=2, steps_s=steps)
     assert scaling(missed).severity == "warn" and advice_of(scaling(missed)) is None
+    assert predict(run_of(num_nodes=2)).rows[-2].beyond_nics  # 1,024 ddp at 90%
+    assert advice_of(scaling(run_of(num_nodes=2))) is None  # beyond any NIC: not advice
     one_node = run_of(num_nodes=1)  # the inter-node link is assumed, not measured
     assert scaling(one_node).fix and advice_of(scaling(one_node)) is None
     assert advice_of(scaling(run_of(num_nodes=2, cpu=True))) is None  # CPU ranks: no cluster

@@ -69,7 +69,7 @@ def test_out_that_holds_a_run_is_refused(tmp_path: Path) -> None:
 
 
 _CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-_QUICK = "doctor,gemm,memory,transfer,collectives"
+_QUICK = "doctor,gemm,sdc,memory,transfer,collectives"
 _FILES = {
     "noise.toml": random.Random(0).randbytes(4096),  # not UTF-8 (checked below)
     "nosuchkey.toml": b"[training]\nnosuchkey = 1\n",

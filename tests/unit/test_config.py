@@ -11,7 +11,7 @@ from clusterbench.config import ConfigError, Thresholds, build_run_config
 def test_quick_suite_on_cpu_selects_level1() -> None:
     cfg = build_run_config(device_type="cpu")
     assert cfg.suite == "quick"
-    assert list(cfg.benchmarks) == ["doctor", "gemm", "memory", "transfer", "collectives"]
+    assert list(cfg.benchmarks) == ["doctor", "gemm", "sdc", "memory", "transfer", "collectives"]
     assert cfg.timeout_s == 900.0
     assert cfg.thresholds == Thresholds()
 
@@ -51,10 +51,10 @@ def test_only_and_skip() -> None:
     cfg = build_run_config(device_type="cpu", only=["memory", "selftest"])
     assert list(cfg.benchmarks) == ["memory", "selftest"]
     cfg = build_run_config(device_type="cpu", skip=["transfer"])
-    assert list(cfg.benchmarks) == ["doctor", "gemm", "memory", "collectives"]
+    assert list(cfg.benchmarks) == ["doctor", "gemm", "sdc", "memory", "collectives"]
     cfg = build_run_config(device_type="cpu", suite="standard")
     assert list(cfg.benchmarks) == [
-        "doctor", "gemm", "memory", "transfer", "collectives", "network",
+        "doctor", "gemm", "sdc", "memory", "transfer", "collectives", "network",
         "training", "weight_update", "dataloader", "checkpoint", "attribution",
     ]  # fmt: skip
 
@@ -93,7 +93,7 @@ def test_only_and_skip() -> None:
         ({"only": ["gemm"], "skip": ["gemm"]}, "--only and --skip both name gemm"),
         ({"only": ["gemm", "memory"], "skip": ["memory"]}, "--only and --skip both name memory"),
         (
-            {"skip": ["doctor", "gemm", "memory", "transfer", "collectives"]},
+            {"skip": ["doctor", "gemm", "sdc", "memory", "transfer", "collectives"]},
             "nothing to run: --skip leaves no benchmark of the quick suite",
         ),
         ({"only": ["transfer"]}, "nothing to run: no cpu form of transfer"),
@@ -179,7 +179,7 @@ def test_a_setting_the_selected_attribution_takes_from_training_is_checked_there
         )
     # unselected benchmarks given settings are checked, then dropped
     cfg = build_run_config(device_type="cpu", sets=["training.batch_size=3", "selftest.sleep_s=1"])
-    assert list(cfg.benchmarks) == ["doctor", "gemm", "memory", "transfer", "collectives"]
+    assert list(cfg.benchmarks) == ["doctor", "gemm", "sdc", "memory", "transfer", "collectives"]
 
 
 def test_training_settings_also_describe_the_attribution_workload() -> None:

@@ -34,7 +34,7 @@ from clusterbench.analysis.compare import (
 )
 from clusterbench.analysis.compare_rule import MAD_TO_SIGMA, Judged, judge
 from clusterbench.metrics import Direction, direction_of
-from clusterbench.schema import Measurement, ParamValue, Results
+from clusterbench.schema import Measurement, ParamValue, Results, one_round
 from clusterbench.thresholds import Thresholds
 
 __all__ = ["Baseline", "BaselineEntry", "build_baseline", "compare_baseline"]
@@ -108,7 +108,7 @@ def build_baseline(runs: Sequence[Results], *, name: str = "fleet") -> Baseline:
     sources: dict[tuple[str, str, str, str, str], set[str]] = defaultdict(set)
     first: dict[tuple[str, str, str, str, str], Measurement] = {}
     for results in runs:
-        for m in results.measurements:
+        for m in one_round(results).measurements:  # a soak: the round its summary shows
             key = (
                 m.benchmark,
                 m.metric,

@@ -26,7 +26,7 @@ from clusterbench.analysis.compare_metadata import MetadataChange, fix_hint, met
 from clusterbench.analysis.compare_rule import Reason, Verdict, judge
 from clusterbench.benchmarks.gemm import GemmMetrics
 from clusterbench.metrics import Direction, Metric, direction_of
-from clusterbench.schema import Finding, Measurement, ParamValue, Results, Severity
+from clusterbench.schema import Finding, Measurement, ParamValue, Results, Severity, one_round
 from clusterbench.thresholds import Thresholds
 
 __all__ = [
@@ -356,7 +356,8 @@ def index_measurements(results: Results, match: Match) -> dict[_Key, Measurement
 
 
 def _keys(results: Results, match: Match) -> Iterator[tuple[Measurement, _Key]]:
-    for m in results.measurements:
+    # a soak is compared by one round, the one its summary shows (the last complete one)
+    for m in one_round(results).measurements:
         where = (
             (m.host, m.device)
             if match == "host"

@@ -13,8 +13,9 @@ from clusterbench.schema import Results
 __all__ = ["MetadataChange", "fix_hint", "metadata_diff"]
 
 _MAX_HINT_CHANGES = 6
-# Settings that say nothing about the hardware or software measured.
-_IGNORED_CONFIG = ("timeout_s",)
+# Settings that say nothing about the hardware or software measured (telemetry: sampling
+# reads NVML on a thread of its own, and runs from before it have no such key).
+_IGNORED_CONFIG = ("timeout_s", "telemetry")
 
 
 class MetadataChange(BaseModel):

@@ -12,7 +12,7 @@ import logging
 import math
 import re
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -72,6 +72,17 @@ class GemmMetrics(MetricSet, benchmark="gemm"):
     tflops_geomean = Metric("TFLOP/s", "higher", "geometric mean over one dtype's shapes")
     # judged against its tolerance, never against peers
     rel_error = Metric("ratio", "none", "worst ||out - ref|| / ||ref|| of one dtype's shapes")
+
+
+def check_shape_lists(dtypes: Sequence[str], shape_lists: Iterable[Sequence[str]]) -> None:
+    """ValueError unless there are dtypes and every shape list is a non-empty list of MxNxK."""
+    if not dtypes:
+        raise ValueError("dtypes must not be empty")
+    for each in shape_lists:
+        if not each:
+            raise ValueError("a shape list must not be empty")
+        for shape in each:
+            parse_shape(shape)
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:
@@ -137,13 +148,7 @@ class GemmConfig:
     """fp8: let the tensor cores accumulate in reduced precision (as fp8 training recipes do)."""
 
     def __post_init__(self) -> None:
-        if not self.dtypes:
-            raise ValueError("dtypes must not be empty")
-        for shapes in [self.shapes, *self.shapes_by_dtype.values()]:
-            if not shapes:
-                raise ValueError("a shape list must not be empty")
-            for shape in shapes:
-                parse_shape(shape)
+        check_shape_lists(self.dtypes, [self.shapes, *self.shapes_by_dtype.values()])
         if self.warmup < 0:
             raise ValueError(f"warmup must be >= 0, got {self.warmup}")
         if self.repeats < 1:

@@ -34,14 +34,24 @@ class SelftestConfig:
     """Rank that fails on purpose (-1: none)."""
     mode: Mode = "raise"
     """How the failing rank fails: raise an exception, exit the process, or hang."""
+    fail_round: int = 0
+    """In a soak, the first round in which ``fail_rank`` fails (0: from the first): an
+    intermittent failure, after rounds that passed."""
     sleep_s: float = 0.0
     """Seconds every rank sleeps before reporting (to check the progress bar and timeouts)."""
+    slowdown_per_round_s: float = 0.0
+    """Seconds added to that sleep in each soak round (round r sleeps ``sleep_s + r x`` this):
+    a planted slowdown, to check a soak's drift finding end to end (``--repeat``)."""
 
     def __post_init__(self) -> None:
         if self.sleep_s < 0:
             raise ValueError(f"sleep_s must be >= 0, got {self.sleep_s}")
+        if self.slowdown_per_round_s < 0:
+            raise ValueError(f"slowdown_per_round_s must be >= 0, got {self.slowdown_per_round_s}")
         if self.fail_rank < -1:
             raise ValueError(f"fail_rank must be a rank or -1 (none), got {self.fail_rank}")
+        if self.fail_round < 0:
+            raise ValueError(f"fail_round must be >= 0, got {self.fail_round}")
 
 
 def selftest(ctx: DistContext, cfg: SelftestConfig) -> Iterator[Measurement]:
@@ -50,10 +60,11 @@ def selftest(ctx: DistContext, cfg: SelftestConfig) -> Iterator[Measurement]:
     t0 = time.perf_counter()
     ctx.barrier()
     ctx.progress.advance()
-    if ctx.rank == cfg.fail_rank:
+    if ctx.rank == cfg.fail_rank and (ctx.round or 0) >= cfg.fail_round:
         _fail(cfg.mode, ctx.rank)
-    if cfg.sleep_s:
-        time.sleep(cfg.sleep_s)
+    sleep_s = cfg.sleep_s + (ctx.round or 0) * cfg.slowdown_per_round_s
+    if sleep_s:
+        time.sleep(sleep_s)
     ctx.barrier()
     ctx.progress.advance()
     yield ctx.measurement(SelftestMetrics.sync_time, value=time.perf_counter() - t0)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from clusterbench.cli import _doctor
 from clusterbench.cli._common import (
     _compare_thresholds,
     _console,
@@ -91,10 +92,37 @@ def run(
             "in the run folder and record the transport, algorithm and protocol it chose.",
         ),
     ] = False,
+    telemetry_interval: Annotated[
+        float | None,
+        typer.Option(
+            "--telemetry-interval",
+            metavar="SECONDS",
+            help="Seconds between two telemetry samples of each GPU (clocks, power, "
+            "temperature, throttle reasons; default 0.1).",
+        ),
+    ] = None,
+    no_telemetry: Annotated[
+        bool,
+        typer.Option("--no-telemetry", help="Do not sample the GPUs' telemetry during the run."),
+    ] = False,
     timeout: Annotated[
         float | None,
         typer.Option(
             help="Seconds one benchmark may take on one rank before the run is ended (default 900)."
+        ),
+    ] = None,
+    soak: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DURATION",
+            help="Soak: repeat the benchmarks round after round for this long (90s, 30m, 2h, "
+            "1h30m), every round kept; reports drift over the rounds. Ctrl-C keeps every round.",
+        ),
+    ] = None,
+    repeat: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N", help="Soak of N rounds: run the benchmarks N times (not with --soak)."
         ),
     ] = None,
     baseline: Annotated[
@@ -159,6 +187,8 @@ def run(
 
     if history is not None and no_history:
         raise _usage_error("--history and --no-history together: choose one")
+    if telemetry_interval is not None and no_telemetry:
+        raise _usage_error("--telemetry-interval and --no-telemetry together: choose one")
     against = _run_baseline(baseline)
     exports = _run_exports(_split(export_formats), pushgateway)
     try:
@@ -176,7 +206,13 @@ def run(
             oversubscribe=oversubscribe,
             expect_nodes=expect_nodes,
             join_timeout_s=join_timeout,
-            announce=lambda plan: _announce(plan, path=history, use=not no_history),
+            soak=soak,
+            repeat=repeat,
+            telemetry=False if no_telemetry else None,
+            telemetry_interval_s=telemetry_interval,
+            announce=lambda plan: _announce(
+                plan, path=history, use=not no_history, soak=soak is not None or repeat is not None
+            ),
         )
     except ConfigError as exc:
         raise _usage_error(str(exc)) from None
@@ -235,10 +271,11 @@ def _record_history(results: Results, *, run_dir: Path, path: Path | None) -> No
     _console().print(f"history: {store.path}", soft_wrap=True)
 
 
-def _announce(plan: RunPlan, *, path: Path | None, use: bool) -> None:
+def _announce(plan: RunPlan, *, path: Path | None, use: bool, soak: bool = False) -> None:
     """Before the first benchmark: how long the run should take, from earlier runs like it
     in the history, else the shipped timing table (one line; a history that cannot be read
-    leaves it to the table, and recording the run says what is wrong with it)."""
+    leaves it to the table, and recording the run says what is wrong with it); of a soak,
+    one round."""
     from rich.text import Text
 
     from clusterbench.history import HistoryError, open_history
@@ -253,7 +290,8 @@ def _announce(plan: RunPlan, *, path: Path | None, use: bool) -> None:
                                      world_size=plan.world_size, host=plan.host)  # fmt: skip
         except HistoryError:
             past = []
-    _console().print(Text(expected_line(expected_times(plan, past))))
+    line = expected_line(expected_times(plan, past))
+    _console().print(Text(f"{line} (a round of the soak)" if soak else line))
 
 
 @app.command("list")
@@ -280,29 +318,25 @@ def info(
     render_host_info(host, _console())
 
 
-@app.command()
+@app.command(help=_doctor.DOCTOR_HELP)
 def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable JSON.")] = False,
     checkpoint_dir: Annotated[
         Path | None,
         typer.Option(help="Checkpoint folder to check for file system and free space."),
     ] = None,
+    fast: Annotated[
+        bool,
+        typer.Option("--fast", help="Node check for schedulers: under 10 s, one line per problem."),
+    ] = False,
+    dcgm: Annotated[
+        int | None,
+        typer.Option(
+            "--dcgm", metavar="LEVEL", help="Also run dcgmi diag -r LEVEL (1-4) where installed."
+        ),
+    ] = None,
 ) -> None:
-    """Check this node's configuration and GPU health in seconds (exit 1 on a fail finding)."""
-    import os
-
-    from clusterbench.doctor import run_checks
-    from clusterbench.hardware.probe import nvml_session, probe_host
-    from clusterbench.report.doctor import render_findings
-
-    with nvml_session() as nvml:  # one NVML session for the probe and the checks
-        host = probe_host(nvml=nvml)
-        findings = run_checks(host=host, env=os.environ, checkpoint_dir=checkpoint_dir, nvml=nvml)
-    if as_json:
-        typer.echo(json.dumps([f.model_dump(mode="json") for f in findings], indent=2))
-    else:
-        render_findings(findings, _console(), host=host.hostname)
-    raise typer.Exit(1 if any(f.severity == "fail" for f in findings) else 0)
+    _doctor.run_doctor(as_json=as_json, checkpoint_dir=checkpoint_dir, fast=fast, dcgm=dcgm)
 
 
 @app.command()

@@ -152,7 +152,8 @@ def _run_page(source: str) -> tuple[str, Path]:
         results = load_run(source)
     except ValueError as exc:
         raise _usage_error(f"RUN: {exc}") from None
-    page = render_html(results, registry.summary_sections(results), registry.report_plots(results))
+    plots = registry.report_plots(results, run_dir=_folder(Path(source)))
+    page = render_html(results, registry.summary_sections(results), plots)
     return page, _folder(Path(source)) / REPORT_FILE
 
 
@@ -195,7 +196,7 @@ def _comparison_page(
     page = render_html(
         results,
         registry.summary_sections(results),
-        registry.report_plots(results, base=base),
+        registry.report_plots(results, base=base, run_dir=_folder(new_source)),
         comparison=comparison,
         base=base,
         show_all=show_all,

@@ -7,11 +7,12 @@ root, an NVML object, a command runner) and returns findings with evidence and a
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from clusterbench.doctor import (
+    error_counters,
     gpu_health,
     nccl_net,
     numa_cpu,
@@ -19,9 +20,11 @@ from clusterbench.doctor import (
     pcie,
     placement,
     storage,
+    xid,
 )
 from clusterbench.doctor._sources import Check, RankSlot, Runner, Sources, run_command
 from clusterbench.doctor.consistency import check_consistency
+from clusterbench.doctor.deadline import run_within
 from clusterbench.hardware.probe import AUTO, nvml_session
 from clusterbench.schema import Finding, HostInfo
 
@@ -42,6 +45,8 @@ FAMILIES: dict[str, tuple[Check, ...]] = {
     "pcie": pcie.CHECKS,
     "nvlink_p2p": nvlink_p2p.CHECKS,
     "gpu_health": gpu_health.CHECKS,
+    "xid": xid.CHECKS,
+    "link_errors": error_counters.CHECKS,
     "nccl_net": nccl_net.CHECKS,
     "storage": storage.CHECKS,
     "placement": placement.CHECKS,
@@ -83,9 +88,15 @@ def run_checks(
     ranks: Collection[RankSlot] = (),
     launcher: str | None = None,
     run: Runner = run_command,
+    checks: Sequence[Check] | None = None,
+    deadline_s: float | None = None,
 ) -> list[Finding]:
     """Every per-host check of this node; ``nvml=AUTO`` loads NVML (None skips its checks).
-    ``ranks`` and ``launcher``: the run's ranks on this node and what started them."""
+    ``ranks`` and ``launcher``: the run's ranks on this node and what started them.
+    ``checks``: these instead of :func:`all_checks`.  ``deadline_s``: run them at once, each in a
+    thread, and return by then; a check still running becomes a fail finding
+    (``doctor.check_timeout``).  With a deadline pass an ``nvml`` you own: shutting NVML down
+    here would wait for the check that hangs in it."""
     with nvml_session(nvml) as lib:
         src = Sources(
             host=host,
@@ -101,4 +112,7 @@ def run_checks(
             launcher=launcher,
             run=run,
         )
-        return [finding for check in all_checks() for finding in run_guarded(check, src)]
+        chosen = all_checks() if checks is None else list(checks)
+        if deadline_s is not None:
+            return run_within(chosen, src, deadline_s=deadline_s, guard=run_guarded)
+        return [finding for check in chosen for finding in run_guarded(check, src)]

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from clusterbench.doctor._sources import Check, Sources
+from clusterbench.hardware.gpu_telemetry import CLOCKS_EVENT_REASONS, LIMITING_REASONS
 from clusterbench.hardware.topology import nvml_query
 from clusterbench.schema import Finding, Severity
 
@@ -19,6 +20,7 @@ __all__ = [
     "check_persistence",
     "check_retired_memory",
     "check_throttle",
+    "gpu_handles",
 ]
 
 # nvml.h: nvmlMemoryErrorType_t, nvmlEccCounterType_t, nvmlEnableState_t, nvmlClockType_t
@@ -32,21 +34,18 @@ _THROTTLE_FNS = (
     "nvmlDeviceGetCurrentClocksEventReasons",
     "nvmlDeviceGetCurrentClocksThrottleReasons",
 )
-# nvml.h nvmlClocksEventReason* (formerly nvmlClocksThrottleReason*): the reasons that slow a
-# GPU down against its will (idle, application clocks and sync boost are not among them).
+# The reasons that slow a GPU down against its will (idle, application clocks and sync boost
+# are not among them): nvml.h's, as the telemetry names them too.
 THROTTLE_REASONS: dict[int, str] = {
-    0x04: "SW power cap",
-    0x08: "HW slowdown",
-    0x20: "SW thermal slowdown",
-    0x40: "HW thermal slowdown",
-    0x80: "HW power brake slowdown",
+    bit: name for bit, name in CLOCKS_EVENT_REASONS.items() if name in LIMITING_REASONS
 }
 _MEMORY_USED_WARN_BYTES = 2 * 2**30
 """Memory in use on an idle GPU above this is taken by something else (a process outside this
 host's view, a leaked context): a chosen margin, above what the driver itself reserves."""
 
 
-def _handles(src: Sources) -> Iterator[tuple[int, Any]]:
+def gpu_handles(src: Sources) -> Iterator[tuple[int, Any]]:
+    """(index, NVML handle) of each GPU of the probe inventory that NVML answers for."""
     if src.nvml is None:
         return
     for gpu in src.host.gpus:
@@ -78,7 +77,7 @@ def _ecc_verdict(counts: dict[str, int]) -> tuple[Severity, str] | None:
 def check_ecc(src: Sources) -> list[Finding]:
     """ECC errors: uncorrected since boot -> fail, uncorrected ever -> warn, corrected -> info."""
     findings = []
-    for index, handle in _handles(src):
+    for index, handle in gpu_handles(src):
         counts = _ecc_counts(src.nvml, handle)
         verdict = _ecc_verdict(counts)
         if verdict is None:
@@ -114,7 +113,7 @@ def _memory_faults(nvml: Any, handle: Any) -> dict[str, Any]:
 def check_retired_memory(src: Sources) -> list[Finding]:
     """Retired pages pending, row remapping pending or failed: the GPU needs a reset or RMA."""
     findings = []
-    for index, handle in _handles(src):
+    for index, handle in gpu_handles(src):
         faults = _memory_faults(src.nvml, handle)
         problems = [k for k in ("retired_pages_pending", "row_remap_pending") if faults.get(k)]
         failed = bool(faults.get("row_remap_failure"))
@@ -151,7 +150,7 @@ def _throttle_mask(nvml: Any, handle: Any) -> int | None:
 def check_throttle(src: Sources) -> list[Finding]:
     """Clock event reasons active now: power cap, hardware slowdown, thermal."""
     findings = []
-    for index, handle in _handles(src):
+    for index, handle in gpu_handles(src):
         mask = _throttle_mask(src.nvml, handle)
         active = [name for bit, name in THROTTLE_REASONS.items() if mask and mask & bit]
         if not active:
@@ -174,7 +173,7 @@ def check_persistence(src: Sources) -> list[Finding]:
     """Persistence mode off: every process start re-initialises the GPU (seconds)."""
     off = [
         index
-        for index, handle in _handles(src)
+        for index, handle in gpu_handles(src)
         if nvml_query(src.nvml, "nvmlDeviceGetPersistenceMode", handle) == 0
     ]
     if not off:
@@ -240,14 +239,14 @@ def _process_finding(src: Sources, index: int, handle: Any) -> Finding | None:
 
 def check_other_processes(src: Sources) -> list[Finding]:
     """Processes other than this run's on the GPUs, or memory already in use."""
-    found = (_process_finding(src, index, handle) for index, handle in _handles(src))
+    found = (_process_finding(src, index, handle) for index, handle in gpu_handles(src))
     return [f for f in found if f is not None]
 
 
 def check_mig(src: Sources) -> list[Finding]:
     """MIG mode on: each instance is a fraction of the GPU, and NCCL cannot use NVLink."""
     findings = []
-    for index, handle in _handles(src):
+    for index, handle in gpu_handles(src):
         mode = nvml_query(src.nvml, "nvmlDeviceGetMigMode", handle)  # (current, pending)
         if mode is None or int(mode[0]) != _ENABLED:
             continue
@@ -267,7 +266,7 @@ def check_mig(src: Sources) -> list[Finding]:
 def check_clocks(src: Sources) -> list[Finding]:
     """Application SM clock set below the default (doctor cannot see clocks under load)."""
     findings = []
-    for index, handle in _handles(src):
+    for index, handle in gpu_handles(src):
         current = nvml_query(src.nvml, "nvmlDeviceGetApplicationsClock", handle, _CLOCK_SM)
         default = nvml_query(src.nvml, "nvmlDeviceGetDefaultApplicationsClock", handle, _CLOCK_SM)
         if current is None or default is None or int(current) >= int(default):

@@ -26,6 +26,7 @@ from clusterbench.report.cells import (
     rows_layout,
     sorted_findings,
 )
+from clusterbench.report.sections.soak import soak_line
 from clusterbench.report.timing import time_line
 from clusterbench.schema import Finding, Results
 
@@ -37,8 +38,8 @@ ADVICE_SHOWN = 5
 
 
 def render_summary(results: Results, sections: Sequence[Section], console: Console) -> None:
-    """Header, one table per benchmark section, findings, what to change, errors, and what
-    did not finish."""
+    """Header, one table per benchmark section, findings, what to change, errors, what did
+    not finish, and a soak's rounds and drift."""
     console.print(Text(header_line(results), style="bold"))
     if not sections:
         console.print("No measurements.")
@@ -52,6 +53,9 @@ def render_summary(results: Results, sections: Sequence[Section], console: Conso
     print_advice(results, console)
     _print_errors(results, console)
     _print_unfinished(results, console)
+    soak = soak_line(results)
+    if soak:
+        console.print(Text(soak, style="bold"))
 
 
 def _print_section(section: Section, console: Console) -> None:

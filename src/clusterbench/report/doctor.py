@@ -11,7 +11,7 @@ from rich.table import Table
 from clusterbench.report.console import SEVERITY_STYLE, severity_counts
 from clusterbench.schema import SEVERITY_ORDER, Finding
 
-__all__ = ["render_findings"]
+__all__ = ["problem_lines", "render_findings"]
 
 
 def render_findings(findings: Sequence[Finding], console: Console, *, host: str) -> None:
@@ -32,3 +32,26 @@ def render_findings(findings: Sequence[Finding], console: Console, *, host: str)
             escape(f.fix),
         )
     console.print(table)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def problem_lines(findings: Sequence[Finding], *, host: str, elapsed_s: float) -> list[str]:
+    """``doctor --fast`` for a scheduler's log: one plain line per fail and warn finding, worst
+    first, then a last line with the verdict (no colour, no table, nothing wrapped)."""
+    problems = sorted(
+        (f for f in findings if f.severity != "info"),
+        key=lambda f: (SEVERITY_ORDER[f.severity], f.id, f.scope),
+    )
+    lines = [
+        f"{f.severity.upper()} {f.id} {f.scope}: {_one_line(f.message)}"
+        + (f" | fix: {_one_line(f.fix)}" if f.fix else "")
+        for f in problems
+    ]
+    failed = any(f.severity == "fail" for f in findings)
+    counts = severity_counts(findings) or "nothing found"
+    verdict = "FAIL" if failed else "OK"
+    lines.append(f"clusterbench doctor --fast {host}: {verdict} ({counts}) in {elapsed_s:.1f} s")
+    return lines

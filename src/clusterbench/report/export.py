@@ -60,6 +60,8 @@ COLUMNS = (
     "host",
     "rank",
     "device",
+    "round",
+    "time",
     "samples",
     "median",
     "min",
@@ -70,7 +72,8 @@ COLUMNS = (
     "reference_kind",
     "reference_source",
 )
-"""The fields of every exported measurement, in order; CSV adds ``params.<key>`` columns."""
+"""The fields of every exported measurement, in order; CSV adds ``params.<key>`` columns.
+``round`` is the soak round (empty outside a soak), ``time`` when it was recorded (unix s)."""
 
 
 class ExportError(Exception):
@@ -106,6 +109,8 @@ def record(results: Results, m: Measurement) -> dict[str, Any]:
         "host": m.host,
         "rank": m.rank,
         "device": m.device,
+        "round": m.round,
+        "time": m.time,
         "samples": stats.samples if stats else None,
         "median": stats.median if stats else None,
         "min": stats.min if stats else None,

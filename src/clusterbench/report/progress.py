@@ -32,7 +32,7 @@ class BenchmarkBar:
         self._progress.advance(self._task, amount)
 
     def finish(self, note: str = "") -> None:
-        task = self._progress.tasks[self._task]
+        task = next(t for t in self._progress.tasks if t.id == self._task)  # ids outlive removals
         total = task.total if task.total is not None else 1.0
         desc = task.description + (f" [dim]{note}" if note else "")
         self._progress.update(self._task, total=total, completed=total, description=desc)
@@ -51,6 +51,14 @@ class RunProgress:
 
     def bar(self, name: str) -> BenchmarkBar:
         return BenchmarkBar(self._progress, self._progress.add_task(name, total=None))
+
+    def clear(self, note: str = "") -> None:
+        """Remove every bar (a soak's finished round), leaving ``note`` printed above the
+        next ones: a soak of many rounds shows one line a round, not a bar per benchmark."""
+        for task in list(self._progress.task_ids):
+            self._progress.remove_task(task)
+        if note:
+            self._progress.console.print(note, highlight=False)
 
     def __enter__(self) -> RunProgress:
         self._progress.start()

@@ -20,6 +20,7 @@ import torch.distributed as dist
 
 from clusterbench.metrics import Metric
 from clusterbench.runtime.flight import FlightRecorder
+from clusterbench.runtime.telemetry import TelemetrySampler
 from clusterbench.schema import GpuInfo, HostInfo, Measurement, ParamValue, Reference, Stats
 
 __all__ = [
@@ -57,6 +58,9 @@ class NullProgress:
     def bar(self, name: str) -> NullProgress:
         return self
 
+    def clear(self, note: str = "") -> None:
+        pass
+
     def __enter__(self) -> NullProgress:
         return self
 
@@ -86,6 +90,8 @@ class DistContext:
     """This node's inventory, probed once when the rank starts (None before the probe)."""
     benchmark: str = ""
     """The benchmark running now; set by the runner."""
+    round: int | None = None
+    """The soak round running now (0-based; ``--soak``/``--repeat``); None outside a soak."""
     progress: Progress = field(default_factory=NullProgress)
     run_dir: Path | None = None
     """The run folder, for benchmarks that keep files (traces, logs) with the results."""
@@ -97,6 +103,9 @@ class DistContext:
     """Set when a wait for others raised (a peer died): the error is theirs, not ours."""
     flight: FlightRecorder | None = None
     """This rank's flight record (where it is, with a heartbeat), when the run keeps one."""
+    telemetry: TelemetrySampler | None = None
+    """This rank's GPU telemetry sampler while the benchmarks run (None: CPU workers, no
+    NVML, or ``--no-telemetry``)."""
     failed_in_collective: bool = False
     """Set when an error left a collective (it may be a peer's: the rank waits a moment before
     it exits, so that the launcher sees a dead peer first)."""

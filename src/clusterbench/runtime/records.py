@@ -4,7 +4,7 @@ A crash, hang or Ctrl-C loses nothing already written: the run is assembled from
 Each line is one :data:`Record`, told apart by its ``kind``: ``hello`` (rank, host, device),
 ``host`` (inventory, local rank 0 only), ``start``, ``measurement``, ``finding``, ``end``,
 ``skip``, ``error`` (with ``while_waiting`` when the rank was only waiting for others),
-``interrupted`` and ``nccl``.
+``interrupted``, ``nccl`` and ``telemetry`` (a benchmark's telemetry window on a GPU rank).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from clusterbench.schema import Finding, HostInfo, Measurement, NcclRankInfo
+from clusterbench.schema import Finding, HostInfo, Measurement, NcclRankInfo, TelemetryWindow
 
 __all__ = [
     "End",
@@ -35,6 +35,7 @@ __all__ = [
     "Record",
     "Skip",
     "Start",
+    "TelemetryRecord",
     "describe_write_error",
     "parse_record",
     "read_rank_file",
@@ -68,6 +69,11 @@ class HostRecord(_Record):
 class Start(_Record):
     kind: Literal["start"] = "start"
     benchmark: str
+    round: int | None = None
+    """The soak round (0-based); None outside a soak."""
+    at: float | None = None
+    """Wall time it started (s since the epoch); None in rank files written before it was
+    kept."""
 
 
 class End(_Record):
@@ -76,6 +82,8 @@ class End(_Record):
     seconds: float | None = None
     """Wall seconds from this rank's ``start`` to its ``end`` (its monotonic clock); None in
     rank files written before it was kept."""
+    round: int | None = None
+    """The soak round (0-based); None outside a soak."""
 
 
 class Skip(_Record):
@@ -119,6 +127,11 @@ class NcclRecord(_Record):
     data: NcclRankInfo
 
 
+class TelemetryRecord(_Record):
+    kind: Literal["telemetry"] = "telemetry"
+    data: TelemetryWindow
+
+
 Record = Annotated[
     Hello
     | HostRecord
@@ -129,7 +142,8 @@ Record = Annotated[
     | FindingRecord
     | Error
     | Interrupted
-    | NcclRecord,
+    | NcclRecord
+    | TelemetryRecord,
     Field(discriminator="kind"),
 ]
 _RECORD: TypeAdapter[Record] = TypeAdapter(Record)
