@@ -1,3 +1,0 @@
-from clusterbench.ray._cli import main
-
-main()
