@@ -89,9 +89,13 @@ def test_workers_sharing_one_core_are_a_gemm_regression(tmp_path: Path) -> None:
     data = json.loads(vs_run.stdout)
     assert data["num_previous"] == 3 * (attempt + 1)  # every honest run is in the history
     bad = [r for r in data["rows"] if r["verdict"] == "regression"]
-    assert {(r["metric"], r["device"]) for r in bad} == {
-        (m, d) for m in EXPECTED for d in ("cpu:0", "cpu:1")
-    }
+    # every figure is a regression on a squeezed worker; which of the two workers the core's
+    # scheduler slowed beyond the history's noise varies (every honest run of a busy attempt
+    # is in that history too), so each figure must come out on one of them at least
+    flagged = {(r["metric"], r["device"]) for r in bad}
+    assert {m for m, _ in flagged} == EXPECTED, bad
+    assert flagged <= {(m, d) for m in EXPECTED for d in ("cpu:0", "cpu:1")}, bad
+    assert all(r["direction"] == "higher" and r["change"] < -0.3 for r in bad), bad
     # the honest runs against each other, with that noise: nothing
     quiet = compare(load_results(honest[1]), load_results(honest[2]), Thresholds(),
                     previous=[load_results(h) for h in honest])  # fmt: skip
