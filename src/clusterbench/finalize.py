@@ -13,6 +13,7 @@ from clusterbench import registry
 from clusterbench._version import __version__
 from clusterbench.assemble import RunMeta, assemble_results
 from clusterbench.report.cells import Section
+from clusterbench.report.drain import DRAIN_FILE, drain_json, run_drain_list
 from clusterbench.report.html import render_html
 from clusterbench.report.markdown import render_markdown
 from clusterbench.runspec import EXIT_FAIL_FINDING, EXIT_OK, EXIT_RUN_ERROR, RunSpec, now_utc
@@ -84,8 +85,8 @@ class ResultsWriteError(Exception):
 
 
 def write_results(run_dir: Path, results: Results, *, html: bool = False) -> None:
-    """results.json and summary.md, replaced together and atomically; with ``html``, then
-    report.html.
+    """results.json and summary.md (and drain.json after node-pair tests among three or more
+    nodes), replaced together and atomically; with ``html``, then report.html.
 
     Each file is written to a temporary file first (flushed to the disk) and renamed over the
     old one only when complete.  Raises :class:`ResultsWriteError` when results.json or
@@ -100,6 +101,9 @@ def write_results(run_dir: Path, results: Results, *, html: bool = False) -> Non
         (run_dir / "results.json", results.model_dump_json(indent=2)),
         (run_dir / "summary.md", render_markdown(results, sections)),
     ]
+    drain = run_drain_list(results)
+    if drain.judged:  # node pairs among 3+ nodes: the drain list, empty or not
+        files.append((run_dir / DRAIN_FILE, drain_json(drain)))
     failing = _replace_all(files)
     if failing is not None:
         path, exc = failing

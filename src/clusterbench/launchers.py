@@ -1,4 +1,5 @@
-"""Commands and scripts that run clusterbench on many nodes: torchrun, Slurm, MPI, Kubernetes.
+"""Commands and scripts that run clusterbench on many nodes: torchrun, Slurm, MPI, Kubernetes,
+Ray.
 
 Each generator is a pure function of a :class:`LaunchSpec` and returns text to print or save.
 The Kubernetes manifest is built as plain dicts and lists and written with PyYAML's
@@ -40,6 +41,7 @@ __all__ = [
     "mpi_command",
     "parse_env",
     "pick_launcher",
+    "ray_commands",
     "render",
     "results_note",
     "slurm_script",
@@ -47,7 +49,7 @@ __all__ = [
     "torchrun_command",
 ]
 
-LauncherName = Literal["torchrun", "slurm", "mpi", "k8s"]
+LauncherName = Literal["torchrun", "slurm", "mpi", "k8s", "ray"]
 DEFAULT_PORT = 29500
 DEFAULT_JOIN_TIMEOUT_S = 300
 """Seconds the nodes have to join, unless --join-timeout (or a shorter run --timeout) says."""
@@ -392,7 +394,54 @@ def _k8s_results_note(spec: LaunchSpec) -> str:
 
 def results_note(launcher: str, spec: LaunchSpec) -> str | None:
     """Where ``launcher``'s results land, for the console; None where nothing needs saying."""
+    if launcher == "ray":
+        return _ray_results_note(spec)
     return _k8s_results_note(spec) if launcher == "k8s" else None
+
+
+RAY_GCS_PORT = 6379
+"""Ray's default port of the head node (``ray start --head``), where nodes and drivers join."""
+RAY_DASHBOARD_PORT = 8265
+"""Ray's default dashboard port, where ``ray job submit`` sends a job."""
+
+
+def ray_commands(spec: LaunchSpec) -> str:
+    """The driver ``python -m clusterbench.ray`` (Ray Train starts one worker per rank), to
+    run on the head node or to submit as a Ray job; with how to start the cluster, if needed.
+
+    Ray Train picks the rendezvous port itself, so ``spec.port`` plays no part.
+    """
+    head = spec.master_addr or "HEAD_NODE_ADDRESS"
+    argv = ["python", "-m", "clusterbench.ray", "--nodes", str(spec.nodes),
+            "--gpus-per-node", str(spec.gpus_per_node), "--suite", spec.suite,
+            "--join-timeout", str(spec.join_timeout)]  # fmt: skip
+    for key, value in spec.env:
+        argv += ["--env", f"{key}={value}"]
+    argv += ["--", *spec.run_args] if spec.run_args else []
+    submit = ["ray", "job", "submit", "--address", f"http://{head}:{RAY_DASHBOARD_PORT}", "--"]
+    lines = [
+        "# Every node needs clusterbench[ray], the same version. No Ray cluster yet? Start one:",
+        f"#   on the head node:    ray start --head --port={RAY_GCS_PORT}",
+        f"#   on each other node:  ray start --address={head}:{RAY_GCS_PORT}",
+        "# Then, on the head node:",
+        _join(argv),
+        f"# or as a Ray job, from a machine that reaches the head's dashboard (port "
+        f"{RAY_DASHBOARD_PORT}):",
+        _join([*submit, *argv]),
+    ]
+    if spec.master_addr is None:
+        lines.insert(3, "# Replace HEAD_NODE_ADDRESS with an address of the head node.")
+    return "\n".join(lines) + "\n"
+
+
+def _ray_results_note(spec: LaunchSpec) -> str:
+    out = spec.user_out()
+    where = f"--out {out}" if out else "clusterbench-runs/<UTC time>-<host>"
+    return (
+        f"rank 0 writes the run folder ({where}, from the driver's working folder) on its own "
+        "node, which need not be the driver's: give an absolute --out on storage every node "
+        "shares, or look on the node the driver's last line names"
+    )
 
 
 def to_yaml(value: Any) -> str:
@@ -412,14 +461,16 @@ LAUNCHERS: dict[str, Callable[[LaunchSpec], str]] = {
     "slurm": slurm_script,
     "mpi": mpi_command,
     "k8s": k8s_manifest,
+    "ray": ray_commands,
 }
 
 
-def pick_launcher(*, torchrun: bool, slurm: bool, mpi: bool, k8s: bool) -> str:
+def pick_launcher(*, torchrun: bool, slurm: bool, mpi: bool, k8s: bool, ray: bool = False) -> str:
     """The one launcher whose flag is set; ValueError unless exactly one is."""
-    chosen = [n for n, on in zip(LAUNCHERS, (torchrun, slurm, mpi, k8s), strict=True) if on]
+    flags = (torchrun, slurm, mpi, k8s, ray)
+    chosen = [n for n, on in zip(LAUNCHERS, flags, strict=True) if on]
     if len(chosen) != 1:
-        raise ValueError("choose exactly one of --torchrun, --slurm, --mpi, --k8s")
+        raise ValueError("choose exactly one of --torchrun, --slurm, --mpi, --k8s, --ray")
     return chosen[0]
 
 
@@ -435,7 +486,7 @@ def parse_env(items: list[str]) -> tuple[tuple[str, str], ...]:
 
 
 def render(launcher: str, spec: LaunchSpec, *, fmt: Literal["yaml", "json"] = "yaml") -> str:
-    """The text for ``launcher`` (torchrun, slurm, mpi, k8s); ``fmt`` applies to k8s only."""
+    """The text for ``launcher`` (torchrun, slurm, mpi, k8s, ray); ``fmt`` applies to k8s only."""
     if spec.has_results_volume and launcher != "k8s":
         raise ValueError("--results-pvc and --results-host-path apply to --k8s only")
     if launcher == "k8s":

@@ -75,9 +75,10 @@ class SimulatedCluster:
     def exec_check(self, node: int, *args: str) -> None:
         _sh("ip", "netns", "exec", self.nodes[node], *args)
 
-    def shape(self, node: int, *, rate: str) -> None:
-        """Limit node's link to ``rate`` (e.g. '50mbit') in both directions."""
-        tbf = ["root", "tbf", "rate", rate, "burst", "64kb", "latency", "50ms"]
+    def shape(self, node: int, *, rate: str, latency: str = "50ms") -> None:
+        """Limit node's link to ``rate`` (e.g. '50mbit') in both directions; ``latency``: how
+        long a packet may queue (a deeper queue drops less: a steadier rate)."""
+        tbf = ["root", "tbf", "rate", rate, "burst", "64kb", "latency", latency]
         self.exec_check(node, "tc", "qdisc", "add", "dev", "eth0", *tbf)
         self._hub("tc", "qdisc", "add", "dev", f"hv{node}", *tbf)
 

@@ -20,6 +20,7 @@ from clusterbench.launchers import (
     LaunchSpec,
     k8s_manifest,
     mpi_command,
+    ray_commands,
     slurm_script,
     to_yaml,
     torchrun_command,
@@ -230,6 +231,43 @@ def test_k8s_without_a_results_volume_says_results_vanish_with_the_pod() -> None
         assert "--out" not in pod["containers"][0]["args"]
 
 
+def test_ray_commands_run_the_driver_on_the_head_or_as_a_job() -> None:
+    text = ray_commands(SPEC)
+    direct, job = (shlex.split(line) for line in text.splitlines() if not line.startswith("#"))
+    assert direct == [
+        *("python", "-m", "clusterbench.ray", "--nodes", "4", "--gpus-per-node", "8"),
+        *("--suite", "standard", "--join-timeout", "300", "--", "--only", "network"),
+    ]
+    assert job == ["ray", "job", "submit", "--address", "http://HEAD_NODE_ADDRESS:8265", "--",
+                   *direct]  # fmt: skip
+    comments = [line for line in text.splitlines() if line.startswith("#")]
+    assert "#   on the head node:    ray start --head --port=6379" in comments
+    assert "#   on each other node:  ray start --address=HEAD_NODE_ADDRESS:6379" in comments
+    spec = LaunchSpec(nodes=2, gpus_per_node=8, master_addr="10.0.0.1", join_timeout_s=600,
+                      env=(("NCCL_SOCKET_IFNAME", "eth0"),))  # fmt: skip
+    text = ray_commands(spec)
+    assert "HEAD_NODE_ADDRESS" not in text and "ray start --address=10.0.0.1:6379" in text
+    direct, job = (shlex.split(line) for line in text.splitlines() if not line.startswith("#"))
+    assert direct[-4:] == ["--join-timeout", "600", "--env", "NCCL_SOCKET_IFNAME=eth0"]
+    assert job[4] == "http://10.0.0.1:8265"
+
+
+def test_the_printed_ray_command_is_what_the_driver_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver's own command line reads the printed one back into the same launch."""
+    from clusterbench.ray import _cli
+
+    seen: list[LaunchSpec] = []
+    monkeypatch.setattr("clusterbench.ray.run_on_ray",
+                        lambda spec, **kw: seen.append(spec) or 0)  # fmt: skip
+    spec = LaunchSpec(nodes=2, gpus_per_node=8, suite="standard", join_timeout_s=600,
+                      env=(("NCCL_DEBUG", "WARN"),), run_args=("--only", "gemm"))  # fmt: skip
+    direct = next(shlex.split(line) for line in ray_commands(spec).splitlines()
+                  if line.startswith("python"))  # fmt: skip
+    result = runner.invoke(_cli.app, direct[3:])
+    assert result.exit_code == 0, result.output
+    assert seen == [spec]
+
+
 def test_to_yaml_round_trips_odd_values_in_order() -> None:
     odd = {
         "z": ["x: y", "#z", "", 'q"', "8", "yes", "null", "ünï", "a " * 60],
@@ -332,6 +370,19 @@ def test_cli_launch_k8s_says_on_stderr_where_results_land(tmp_path: Path) -> Non
     assert master["volumes"][-1]["hostPath"]["path"] == "/data/cb"
     result = runner.invoke(app, ["launch", "--torchrun", "--nodes", "2", "--gpus-per-node", "8"])
     assert result.exit_code == 0 and result.stderr == ""
+
+
+def test_cli_launch_ray_says_results_are_on_rank_0s_node() -> None:
+    args = ["launch", "--ray", "--nodes", "2", "--gpus-per-node", "8"]
+    result = runner.invoke(app, [*args, "--", "--out", "/shared/cb/a"])
+    assert result.exit_code == 0, result.output
+    assert "python -m clusterbench.ray --nodes 2 --gpus-per-node 8" in result.stdout
+    assert result.stderr.startswith(
+        "clusterbench: note: rank 0 writes the run folder (--out /shared/cb/a, "
+    )
+    assert "give an absolute --out on storage every node shares" in result.stderr
+    result = runner.invoke(app, [*args, "--k8s"])
+    assert result.exit_code == 2 and "--k8s, --ray" in result.stderr
 
 
 def test_the_join_timeout_comes_from_the_option_or_the_runs_timeout() -> None:

@@ -23,13 +23,21 @@ defaults (:mod:`.collectives_tune`).  The settings and metrics are :mod:`.collec
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 import psutil
 import torch
 
-from clusterbench.benchmarks.collectives_groups import GroupHandle, build_groups, destroy_groups
+from clusterbench.benchmarks.collectives_groups import (
+    GroupHandle,
+    build_groups,
+    build_pair_groups,
+    destroy_groups,
+    node_hosts,
+)
 from clusterbench.benchmarks.collectives_ops import (
     DTYPES,
     CollectiveOp,
@@ -48,6 +56,20 @@ from clusterbench.benchmarks.collectives_settings import (
 )
 from clusterbench.benchmarks.collectives_timing import Mode, group_gather, time_mode
 from clusterbench.benchmarks.collectives_tune import tune_sweep
+from clusterbench.benchmarks.pair_plan import (
+    RETESTS,
+    Round,
+    resolve_strategy,
+    round_robin,
+    survey_rounds,
+)
+from clusterbench.benchmarks.pair_rounds import (
+    Figure,
+    PlanRecord,
+    agree_retests,
+    fleet_facts,
+    plan_finding,
+)
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.timing import rate_stats
 from clusterbench.schema import Finding, Measurement, ParamValue, Reference, Stats
@@ -70,16 +92,67 @@ class _Step:
 
 def collectives(ctx: DistContext, cfg: CollectivesConfig) -> Iterator[Measurement | Finding]:
     """Collective busbw / algbw (GB/s) and latency per op, size and group (nccl-tests style)."""
-    handles = build_groups(ctx, cfg.groups)
+    strategy = resolve_strategy(cfg.node_pairs, num_nodes=ctx.num_nodes, partners=cfg.pair_partners)
+    survey = (
+        survey_rounds(ctx.num_nodes, cfg.pair_partners)
+        if strategy == "sparse"
+        else round_robin(ctx.num_nodes)
+    )
+    handles = build_groups(ctx, cfg.groups, pair_rounds=survey if strategy == "sparse" else None)
     steps = _plan(ctx, cfg, handles=handles)
-    ctx.progress.start(sum(len(_modes_for(ctx, cfg, s)) for st in steps for s in st.sizes) or 1)
+    pair_steps = [s for s in steps if s.h.spec.kind == "node_pairs"]
+    work = [len(_modes_for(ctx, cfg, s)) for st in steps for s in st.sizes]
+    retest_work = RETESTS * len(cfg.ops) * len(cfg.modes) if strategy == "sparse" else 0
+    ctx.progress.start(sum(work) + (retest_work if pair_steps else 0) or 1)
     for step in steps:
-        yield from _sweep(ctx, cfg, step)
+        if step.h.spec.kind != "node_pairs":
+            yield from _sweep(ctx, cfg, step)
+    if any(k == "node_pairs" for k in cfg.groups) and ctx.num_nodes > 2:
+        yield from _node_pairs(ctx, cfg, steps=pair_steps, strategy=strategy, survey=survey)
     ctx.barrier()  # every rank is done with every group before any is destroyed
     destroy_groups(handles)
     if cfg.tune:  # NCCL's settings against its defaults (collectives_tune), on the world
         budget = cfg.memory_fraction * _min_free_bytes(ctx)
         yield from tune_sweep(ctx, cfg, budget_bytes=budget)
+
+
+def _node_pairs(
+    ctx: DistContext,
+    cfg: CollectivesConfig,
+    *,
+    steps: list[_Step],
+    strategy: Literal["all", "sparse"],
+    survey: list[Round],
+) -> Iterator[Measurement | Finding]:
+    """The node-pair rounds: all pairs, or the sparse plan's survey then the re-tests rank 0
+    picks from the survey's busbw (:mod:`.pair_rounds`); rank 0 records the plan."""
+    facts = fleet_facts(ctx)
+    hosts = node_hosts(ctx)
+    ctx.barrier()
+    started = time.perf_counter()
+    mine: list[Figure] = []
+    for step in steps:
+        for item in _sweep(ctx, cfg, step):
+            if isinstance(item, Measurement) and CollectivesMetrics.busbw.matches(item):
+                a, b = step.h.spec.nodes
+                mine.append(((item.params.get("op"), item.params.get("mode")), (a, b), item.value))
+            yield item
+    retests: list[Round] = []
+    suspects: list[int] = []
+    if strategy == "sparse":
+        retests, suspects = agree_retests(ctx, num_nodes=ctx.num_nodes, survey=survey, mine=mine)
+        handles = build_pair_groups(ctx, retests)
+        for step in _plan(ctx, cfg, handles=handles):
+            yield from _sweep(ctx, cfg, step)
+        ctx.barrier()
+        destroy_groups(handles)
+    ctx.barrier()
+    if ctx.rank == 0:
+        plan = PlanRecord(
+            strategy=strategy, partners=cfg.pair_partners, hosts=hosts, survey=survey,
+            retests=retests, suspects=suspects, seconds=time.perf_counter() - started,
+        )  # fmt: skip
+        yield plan_finding(ctx.benchmark, plan, facts)
 
 
 def _plan(ctx: DistContext, cfg: CollectivesConfig, *, handles: list[GroupHandle]) -> list[_Step]:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import torch.distributed as dist
 
+from clusterbench.benchmarks.pair_plan import Round, round_robin
 from clusterbench.runtime.dist import DistContext
 
 __all__ = [
@@ -22,7 +23,9 @@ __all__ = [
     "GroupKind",
     "GroupSpec",
     "build_groups",
+    "build_pair_groups",
     "destroy_groups",
+    "node_hosts",
     "plan_groups",
     "round_robin_pairs",
 ]
@@ -40,6 +43,8 @@ class GroupSpec:
     """Global ranks, ascending; group rank i is ranks[i]."""
     hosts: tuple[str, ...] = ()
     """The hosts of a node or node-pair group (empty for world and rails)."""
+    nodes: tuple[int, ...] = ()
+    """The node indices of a node-pair group (empty for the others)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,28 +68,22 @@ def round_robin_pairs(num_nodes: int) -> list[tuple[int, int]]:
     Pairs of one round share no node, so ranks that run the groups in this order measure the
     pairs of a round at the same time.
     """
-    nodes: list[int | None] = list(range(num_nodes))
-    if num_nodes % 2:
-        nodes.append(None)  # a bye
-    m = len(nodes)
-    pairs: list[tuple[int, int]] = []
-    for _ in range(m - 1):
-        for i in range(m // 2):
-            a, b = nodes[i], nodes[m - 1 - i]
-            if a is not None and b is not None:
-                pairs.append((min(a, b), max(a, b)))
-        nodes = [nodes[0], nodes[-1], *nodes[1:-1]]
-    return pairs
+    return [(min(a, b), max(a, b)) for pairs in round_robin(num_nodes) for a, b in pairs]
 
 
 def plan_groups(
-    kinds: Sequence[GroupKind], *, node_of_rank: Sequence[int], host_of_node: Sequence[str]
+    kinds: Sequence[GroupKind],
+    *,
+    node_of_rank: Sequence[int],
+    host_of_node: Sequence[str],
+    pair_rounds: Sequence[Round] | None = None,
 ) -> list[GroupSpec]:
     """The groups to measure, in the order every rank creates and runs them.
 
     Per-node and per-rail groups exist only with several nodes (with one node they equal the
-    world); node pairs only with three nodes or more (with two, the pair is the world).  Groups
-    of a single rank are dropped.
+    world); node pairs only with three nodes or more (with two, the pair is the world): the
+    pairs of ``pair_rounds`` (a sparse plan's survey, :mod:`.pair_plan`), else every pair.
+    Groups of a single rank are dropped.
     """
     num_nodes = len(host_of_node)
     members: list[list[int]] = [[] for _ in range(num_nodes)]
@@ -106,25 +105,42 @@ def plan_groups(
                 for j in range(rails)
             ]
         elif kind == "node_pairs" and num_nodes > 2:
-            out += [
-                GroupSpec(
-                    f"node{a}-node{b}",
-                    kind,
-                    tuple(sorted(members[a] + members[b])),
-                    (host_of_node[a], host_of_node[b]),
-                )
-                for a, b in round_robin_pairs(num_nodes)
-            ]
+            pairs = (
+                round_robin_pairs(num_nodes)
+                if pair_rounds is None
+                else [(min(a, b), max(a, b)) for r in pair_rounds for a, b in r]
+            )
+            out += [_pair_spec(a, b, members=members, host_of_node=host_of_node) for a, b in pairs]
     return [g for g in out if len(g.ranks) > 1]
 
 
-def build_groups(ctx: DistContext, kinds: Sequence[GroupKind]) -> list[GroupHandle]:
-    """Plan the groups from every rank's node, create them all, return this rank's."""
+def _pair_spec(
+    a: int, b: int, *, members: Sequence[Sequence[int]], host_of_node: Sequence[str]
+) -> GroupSpec:
+    return GroupSpec(
+        f"node{a}-node{b}",
+        "node_pairs",
+        tuple(sorted([*members[a], *members[b]])),
+        (host_of_node[a], host_of_node[b]),
+        (a, b),
+    )
+
+
+def node_hosts(ctx: DistContext) -> list[str]:
+    """Every node's host, in node order (every rank calls it)."""
+    return _layout(ctx)[1]
+
+
+def _layout(ctx: DistContext) -> tuple[list[int], list[str]]:
+    """Every rank's node, and every node's host."""
     layout = ctx.all_gather((ctx.node_rank, ctx.host))
     host_of_node = [""] * max(node for node, _ in layout) + [""]
     for node, host in layout:
         host_of_node[node] = host
-    specs = plan_groups(kinds, node_of_rank=[n for n, _ in layout], host_of_node=host_of_node)
+    return [n for n, _ in layout], host_of_node
+
+
+def _create(ctx: DistContext, specs: Sequence[GroupSpec]) -> list[GroupHandle]:
     handles = []
     for spec in specs:
         # Every rank calls new_group for every group, members or not, in the same order.
@@ -132,6 +148,31 @@ def build_groups(ctx: DistContext, kinds: Sequence[GroupKind]) -> list[GroupHand
         if ctx.rank in spec.ranks:
             handles.append(GroupHandle(spec, group, spec.ranks.index(ctx.rank)))
     return handles
+
+
+def build_groups(
+    ctx: DistContext, kinds: Sequence[GroupKind], *, pair_rounds: Sequence[Round] | None = None
+) -> list[GroupHandle]:
+    """Plan the groups from every rank's node, create them all, return this rank's."""
+    node_of_rank, host_of_node = _layout(ctx)
+    specs = plan_groups(
+        kinds, node_of_rank=node_of_rank, host_of_node=host_of_node, pair_rounds=pair_rounds
+    )
+    return _create(ctx, specs)
+
+
+def build_pair_groups(ctx: DistContext, rounds: Sequence[Round]) -> list[GroupHandle]:
+    """The node-pair groups of ``rounds`` (a sparse plan's re-tests), created on every rank."""
+    node_of_rank, host_of_node = _layout(ctx)
+    members: list[list[int]] = [[] for _ in host_of_node]
+    for rank, node in enumerate(node_of_rank):
+        members[node].append(rank)
+    specs = [
+        _pair_spec(min(a, b), max(a, b), members=members, host_of_node=host_of_node)
+        for r in rounds
+        for a, b in r
+    ]
+    return _create(ctx, [s for s in specs if len(s.ranks) > 1])
 
 
 def destroy_groups(handles: Sequence[GroupHandle]) -> None:

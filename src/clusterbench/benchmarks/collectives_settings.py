@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal
 from clusterbench.benchmarks.collectives_groups import GROUP_KINDS, GroupKind
 from clusterbench.benchmarks.collectives_ops import OPS, Dtype, OpName
 from clusterbench.benchmarks.collectives_timing import Mode
+from clusterbench.benchmarks.pair_plan import DEFAULT_PARTNERS, PairStrategy
 from clusterbench.benchmarks.presets import check_suite
 from clusterbench.metrics import Metric, MetricSet
 
@@ -88,8 +89,14 @@ class CollectivesConfig:
     """Collectives: all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv."""
     groups: list[GroupKind] = field(default_factory=lambda: list(GROUP_KINDS))
     """Groups: world, intra_node (one per node), inter_node (one per local rank across nodes),
-    node_pairs (every pair of nodes; largest size only).  Multi-node kinds are skipped on one
-    node, node pairs on two."""
+    node_pairs (pairs of nodes as ``node_pairs`` plans them; largest size only).  Multi-node
+    kinds are skipped on one node, node pairs on two."""
+    node_pairs: PairStrategy = "auto"
+    """Which node pairs to test: all (k - 1 rounds for k nodes), sparse (each node against
+    ``pair_partners`` partners, then the suspects against nodes known good: at most
+    ``pair_partners`` + 3 rounds whatever k), auto (all up to 8 nodes, sparse above)."""
+    pair_partners: int = DEFAULT_PARTNERS
+    """Survey partners per node of the sparse node-pair plan (2 or more)."""
     modes: list[Mode] = field(default_factory=lambda: list(MODES))
     """Timing modes: back_to_back, blocking, graph (CUDA only)."""
     min_bytes: int = 8
@@ -156,6 +163,8 @@ class CollectivesConfig:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if not 0 < self.memory_fraction <= 1:
             raise ValueError(f"memory_fraction must be in (0, 1], got {self.memory_fraction}")
+        if self.pair_partners < 2:
+            raise ValueError(f"pair_partners must be >= 2, got {self.pair_partners}")
         self._check_tune()
 
     def _check_tune(self) -> None:

@@ -1,28 +1,47 @@
 """Host network between nodes: NIC inventory, TCP throughput and latency, RDMA write bandwidth.
 
 Only local rank 0 of each node (its *leader*) measures; every rank joins the gathers and
-barriers that order the tests.  Node pairs run in the rounds of a round-robin tournament, so a
-node is in at most one pair per round, each pair once per direction.  With one node the TCP
-test runs over loopback between two threads of rank 0.  Throughput comes from ``iperf3`` when
-it is installed on both nodes, else from the standard library's sockets (:mod:`.network_tools`);
-latency is always a socket ping-pong; ``ib_write_bw`` (perftest) runs when installed and both
-nodes have an ACTIVE RDMA port.  Traffic goes only to the test's own hosts.
+barriers that order the tests.  Node pairs run in rounds of disjoint pairs, so a node is in
+at most one pair per round, each pair once per direction: every pair (a round-robin
+tournament), or on many nodes a survey and re-tests of its suspects (:mod:`.pair_plan`).
+With one node the TCP test runs over loopback between two threads of rank 0.  Throughput
+comes from ``iperf3`` when it is installed on both nodes, else from the standard library's
+sockets (:mod:`.network_tools`); latency is always a socket ping-pong; ``ib_write_bw``
+(perftest) runs when installed and both nodes have an ACTIVE RDMA port.  Traffic goes only to
+the test's own hosts.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from clusterbench.benchmarks import network_tools as tools
+from clusterbench.benchmarks.pair_plan import (
+    DEFAULT_PARTNERS,
+    RETESTS,
+    PairStrategy,
+    Round,
+    resolve_strategy,
+    round_robin,
+    survey_rounds,
+)
+from clusterbench.benchmarks.pair_rounds import (
+    Figure,
+    PlanRecord,
+    agree_retests,
+    fleet_facts,
+    plan_finding,
+)
 from clusterbench.benchmarks.presets import check_suite
 from clusterbench.hardware.sysfs import RDMA_KINDS, probe_nics
 from clusterbench.metrics import Metric, MetricSet
 from clusterbench.runtime.dist import DistContext
-from clusterbench.schema import Measurement, NicInfo, ParamValue, Reference, Stats
+from clusterbench.schema import Finding, Measurement, NicInfo, ParamValue, Reference, Stats
 
 if TYPE_CHECKING:
     from typing import Self
@@ -71,6 +90,13 @@ class NetworkConfig:
     """Run ib_write_bw between nodes when it is installed and RDMA ports are ACTIVE."""
     bind_address: str = ""
     """Address or interface to test over; empty: the address that routes to MASTER_ADDR."""
+    node_pairs: PairStrategy = "auto"
+    """Which node pairs to test, each both ways: all (2(k - 1) rounds for k nodes), sparse
+    (each node against ``pair_partners`` partners, then the suspects against nodes known good:
+    at most 2(``pair_partners`` + 3) rounds whatever k), auto (all up to 8 nodes, sparse
+    above)."""
+    pair_partners: int = DEFAULT_PARTNERS
+    """Survey partners per node of the sparse node-pair plan (2 or more)."""
 
     def __post_init__(self) -> None:
         if self.streams < 1:
@@ -79,6 +105,8 @@ class NetworkConfig:
             raise ValueError(f"duration_s must be positive, got {self.duration_s}")
         if self.latency_round_trips < 1:
             raise ValueError(f"latency_round_trips must be >= 1, got {self.latency_round_trips}")
+        if self.pair_partners < 2:
+            raise ValueError(f"pair_partners must be >= 2, got {self.pair_partners}")
 
     @classmethod
     def preset(cls, *, suite: str, device_type: str) -> Self:
@@ -105,21 +133,7 @@ class _Node:
     has_iperf3: bool
 
 
-def round_robin(num_nodes: int) -> list[list[tuple[int, int]]]:
-    """Rounds of node pairs (circle method): every pair once, no node twice in a round."""
-    slots: list[int | None] = list(range(num_nodes))
-    if num_nodes % 2:
-        slots.append(None)  # a bye
-    rounds = []
-    for _ in range(len(slots) - 1):
-        half = len(slots) // 2
-        pairs = [(slots[i], slots[-1 - i]) for i in range(half)]
-        rounds.append([(a, b) for a, b in pairs if a is not None and b is not None])
-        slots = [slots[0], slots[-1], *slots[1:-1]]  # rotate all but the first
-    return rounds
-
-
-def network(ctx: DistContext, cfg: NetworkConfig) -> Iterator[Measurement]:
+def network(ctx: DistContext, cfg: NetworkConfig) -> Iterator[Measurement | Finding]:
     """Host network: NIC rates, TCP throughput/latency and RDMA bandwidth between node pairs."""
     me: _Node | None = None
     if ctx.local_rank == 0:
@@ -133,13 +147,59 @@ def network(ctx: DistContext, cfg: NetworkConfig) -> Iterator[Measurement]:
             yield from _loopback_tests(ctx, cfg, me=me)
         ctx.progress.advance()
         return
-    rounds = round_robin(len(nodes))
-    # both directions: a link can be slow one way only
-    schedule = rounds + [[(b, a) for a, b in pairs] for pairs in rounds]
-    ctx.progress.start(len(schedule))
+    yield from _pair_tests(ctx, cfg, nodes=nodes, me=me)
+
+
+def _both_ways(rounds: list[Round]) -> list[Round]:
+    """Each round, then each round reversed: a link can be slow one way only."""
+    return rounds + [[(b, a) for a, b in pairs] for pairs in rounds]
+
+
+def _pair_tests(
+    ctx: DistContext, cfg: NetworkConfig, *, nodes: list[_Node], me: _Node | None
+) -> Iterator[Measurement | Finding]:
+    """All pairs both ways, or the sparse plan's survey both ways, then the re-tests rank 0
+    picks from the survey's figures (:mod:`.pair_rounds`); rank 0 records the plan."""
+    k = len(nodes)
+    strategy = resolve_strategy(cfg.node_pairs, num_nodes=k, partners=cfg.pair_partners)
+    survey = survey_rounds(k, cfg.pair_partners) if strategy == "sparse" else round_robin(k)
+    facts = fleet_facts(ctx)
+    schedule = _both_ways(survey)
+    ctx.progress.start(len(schedule) + (2 * RETESTS if strategy == "sparse" else 0))
+    ctx.barrier()
+    started = time.perf_counter()
+    mine: list[Figure] = []
     for pairs in schedule:
-        yield from _run_round(ctx, cfg, nodes=nodes, pairs=pairs, me=me)
+        for m in _run_round(ctx, cfg, nodes=nodes, pairs=pairs, me=me):
+            mine += _figure(m, nodes)
+            yield m
         ctx.progress.advance()
+    retests: list[Round] = []
+    suspects: list[int] = []
+    if strategy == "sparse":
+        retests, suspects = agree_retests(ctx, num_nodes=k, survey=survey, mine=mine)
+        for pairs in _both_ways(retests):
+            yield from _run_round(ctx, cfg, nodes=nodes, pairs=pairs, me=me)
+            ctx.progress.advance()
+    ctx.barrier()
+    if ctx.rank == 0 and k > 2:  # two nodes give no verdict on pairs (and no drain list)
+        plan = PlanRecord(
+            strategy=strategy, partners=cfg.pair_partners, hosts=[n.host for n in nodes],
+            survey=survey, retests=retests, suspects=suspects,
+            seconds=time.perf_counter() - started, directed=True,
+        )  # fmt: skip
+        yield plan_finding(ctx.benchmark, plan, facts)
+
+
+def _figure(m: Measurement, nodes: list[_Node]) -> list[Figure]:
+    """A throughput test as the survey figure of its (metric, tool) series; latency none."""
+    if m.metric not in (NetworkMetrics.tcp_throughput.name, NetworkMetrics.rdma_write_bw.name):
+        return []
+    index = {n.host: i for i, n in enumerate(nodes)}
+    src, dst = index.get(str(m.params.get("src_host"))), index.get(str(m.params.get("dst_host")))
+    if src is None or dst is None:
+        return []
+    return [((m.metric, m.params.get("tool")), (src, dst), m.value)]
 
 
 # --- inventory -----------------------------------------------------------------------------

@@ -349,6 +349,9 @@ def launch(
     slurm: Annotated[bool, typer.Option("--slurm", help="sbatch script.")] = False,
     mpi: Annotated[bool, typer.Option("--mpi", help="Open MPI mpirun command.")] = False,
     k8s: Annotated[bool, typer.Option("--k8s", help="Kubeflow PyTorchJob manifest.")] = False,
+    ray: Annotated[
+        bool, typer.Option("--ray", help="Ray Train driver (python -m clusterbench.ray) commands.")
+    ] = False,
     nodes: Annotated[int | None, typer.Option(help="Number of nodes.")] = None,
     gpus_per_node: Annotated[int | None, typer.Option(help="GPUs (ranks) per node.")] = None,
     suite: Annotated[str, typer.Option(help="Suite to run.")] = "quick",
@@ -398,7 +401,7 @@ def launch(
     )
 
     try:
-        launcher = pick_launcher(torchrun=torchrun, slurm=slurm, mpi=mpi, k8s=k8s)
+        launcher = pick_launcher(torchrun=torchrun, slurm=slurm, mpi=mpi, k8s=k8s, ray=ray)
         if nodes is None or gpus_per_node is None:
             raise ValueError("--nodes and --gpus-per-node are required")
         check_suite_name(suite)

@@ -26,6 +26,7 @@ from clusterbench.report.cells import (
     rows_layout,
     sorted_findings,
 )
+from clusterbench.report.drain import drain_lines, run_drain_list
 from clusterbench.report.sections.soak import soak_line
 from clusterbench.report.timing import time_line
 from clusterbench.schema import Finding, Results
@@ -38,8 +39,8 @@ ADVICE_SHOWN = 5
 
 
 def render_summary(results: Results, sections: Sequence[Section], console: Console) -> None:
-    """Header, one table per benchmark section, findings, what to change, errors, what did
-    not finish, and a soak's rounds and drift."""
+    """Header, one table per benchmark section, findings, what to change, the drain list
+    (after node-pair tests), errors, what did not finish, and a soak's rounds and drift."""
     console.print(Text(header_line(results), style="bold"))
     if not sections:
         console.print("No measurements.")
@@ -51,6 +52,7 @@ def render_summary(results: Results, sections: Sequence[Section], console: Conso
         console.print(Text(line))
     _print_findings(results, console)
     print_advice(results, console)
+    _print_drain(results, console)
     _print_errors(results, console)
     _print_unfinished(results, console)
     soak = soak_line(results)
@@ -195,6 +197,16 @@ def print_advice(results: Results, console: Console) -> None:
     for n, change, gain, basis, _evidence, source in advice.rows[:ADVICE_SHOWN]:
         console.print(Text(f"{n:>2}. ", style="bold") + Text(change, style="green"))
         console.print(Text(f"    {gain} · {basis} · {source}"))
+
+
+def _print_drain(results: Results, console: Console) -> None:
+    """The drain list after the node-pair tests (:mod:`.drain`): its headline in bold, each
+    entry with its evidence and commands."""
+    head, *rest = drain_lines(run_drain_list(results)) or [""]
+    if head:
+        console.print(Text(head, style="bold"), soft_wrap=True)
+    for line in rest:
+        console.print(Text(line), soft_wrap=True)
 
 
 def _print_errors(results: Results, console: Console) -> None:

@@ -17,6 +17,7 @@ from clusterbench.report.cells import (
     row_header,
     sorted_findings,
 )
+from clusterbench.report.drain import drain_markdown, run_drain_list
 from clusterbench.report.timing import time_line
 from clusterbench.schema import ErrorRecord, Results
 from clusterbench.units import format_seconds
@@ -25,8 +26,8 @@ __all__ = ["render_markdown"]
 
 
 def render_markdown(results: Results, sections: Sequence[Section]) -> str:
-    """Header, what to change, one table per benchmark section, findings, errors, and what
-    did not finish."""
+    """Header, what to change, one table per benchmark section, findings, the drain list
+    (after node-pair tests), errors, and what did not finish."""
     parts = [f"# clusterbench run {results.run.id}", header_line(results)]
     advice = _advice(results)
     if advice:
@@ -37,6 +38,9 @@ def render_markdown(results: Results, sections: Sequence[Section]) -> str:
     if results.run.benchmark_seconds:
         parts.append(_time(results))
     parts.append(_findings(results))
+    drain = drain_markdown(run_drain_list(results))
+    if drain:
+        parts.append(drain)
     if results.errors:
         parts.append("## Errors\n\n" + "\n".join(_error(e) for e in results.errors))
     unfinished = _unfinished(results)

@@ -1,0 +1,3 @@
+from clusterbench.ray._cli import main
+
+main()

@@ -1,0 +1,62 @@
+"""The command line of ``python -m clusterbench.ray``: options -> ``run_on_ray``."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from clusterbench.launchers import LaunchSpec, parse_env
+from clusterbench.runspec import EXIT_USAGE
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+
+
+@app.command()
+def ray_run(
+    run_args: Annotated[
+        list[str] | None,
+        typer.Argument(help="After --: further 'clusterbench run' arguments.", show_default=False),
+    ] = None,
+    nodes: Annotated[int, typer.Option(help="Number of nodes.")] = 1,
+    gpus_per_node: Annotated[
+        int, typer.Option(help="Ranks per node: one GPU each (with --cpu, one CPU each).")
+    ] = 1,
+    cpu: Annotated[bool, typer.Option("--cpu", help="CPU workers (gloo) instead of GPUs.")] = False,
+    address: Annotated[
+        str | None,
+        typer.Option(help="Ray cluster address (default: RAY_ADDRESS, or the one on this node)."),
+    ] = None,
+    suite: Annotated[str, typer.Option(help="Suite to run.")] = "quick",
+    env: Annotated[
+        list[str] | None, typer.Option(help="KEY=VALUE for every rank, repeatable.")
+    ] = None,
+    join_timeout: Annotated[
+        int | None,
+        typer.Option(
+            help="Seconds Ray Train has to start every worker, and then every rank to join the "
+            "run (default 300, or the run's --timeout when shorter)."
+        ),
+    ] = None,
+) -> None:
+    """Run clusterbench on a Ray cluster: one Ray Train worker per rank, results on rank 0."""
+    from clusterbench.config import check_suite_name
+    from clusterbench.ray import run_on_ray
+
+    try:
+        check_suite_name(suite)
+        spec = LaunchSpec(nodes=nodes, gpus_per_node=gpus_per_node, suite=suite,
+                          env=parse_env(env or []), run_args=tuple(run_args or []),
+                          join_timeout_s=join_timeout)  # fmt: skip
+    except ValueError as exc:
+        typer.echo(f"clusterbench: error: {exc}", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    sys.exit(run_on_ray(spec, cpu=cpu, address=address))
+
+
+def main() -> None:
+    """``python -m clusterbench.ray``."""
+    app()
