@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -102,3 +103,34 @@ class SimulatedCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def run_as_srun_tasks(
+    cluster: SimulatedCluster, *, args: Sequence[str], port: int, timeout: float
+) -> list[subprocess.CompletedProcess[str]]:
+    """``clusterbench run --device cpu ARGS``, one rank per simulated node with the variables
+    srun sets (SLURMD_NODENAME too): no torchrun agent per node importing torch as well.  Rank
+    0's node hosts the run's store; every rank left running at the end is killed."""
+    n = len(cluster.nodes)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE"))}
+    procs = []
+    try:
+        for i in range(n):
+            env = {**base, "GLOO_SOCKET_IFNAME": "eth0", "PYTHONUNBUFFERED": "1",
+                   "OMP_NUM_THREADS": "1", "SLURM_PROCID": str(i), "SLURM_LOCALID": "0",
+                   "SLURM_STEP_NUM_TASKS": str(n), "SLURM_STEP_TASKS_PER_NODE": "1",
+                   "SLURMD_NODENAME": cluster.hostnames[i],
+                   "MASTER_ADDR": cluster.addresses[0], "MASTER_PORT": str(port)}  # fmt: skip
+            argv = [sys.executable, "-m", "clusterbench", "run", "--device", "cpu", *args]
+            procs.append(cluster.popen(i, argv, env=env, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE))  # fmt: skip
+        done = []
+        for p in procs:
+            out, err = p.communicate(timeout=timeout)
+            done.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
+        return done
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()

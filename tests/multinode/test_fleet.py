@@ -14,16 +14,13 @@ at 10 Mbit/s are 0 or 1 a sample, a spread that hides the slow link in the noise
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from clusterbench import load_results
-from tests.multinode.netns import SimulatedCluster, available
+from tests.multinode.netns import SimulatedCluster, available, run_as_srun_tasks
 
 pytestmark = [
     pytest.mark.dist,
@@ -46,36 +43,6 @@ ARGS = [
 ]  # fmt: skip
 
 
-def _run_as_srun_tasks(
-    cluster: SimulatedCluster, *, args: list[str], port: int, timeout: float
-) -> list[subprocess.CompletedProcess[str]]:
-    """One clusterbench rank per simulated node with the variables srun sets (SLURMD_NODENAME
-    too); rank 0's node hosts the run's store."""
-    n = len(cluster.nodes)
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE"))}
-    procs = []
-    try:
-        for i in range(n):
-            env = {**base, "GLOO_SOCKET_IFNAME": "eth0", "PYTHONUNBUFFERED": "1",
-                   "OMP_NUM_THREADS": "1", "SLURM_PROCID": str(i), "SLURM_LOCALID": "0",
-                   "SLURM_STEP_NUM_TASKS": str(n), "SLURM_STEP_TASKS_PER_NODE": "1",
-                   "SLURMD_NODENAME": cluster.hostnames[i],
-                   "MASTER_ADDR": cluster.addresses[0], "MASTER_PORT": str(port)}  # fmt: skip
-            argv = [sys.executable, "-m", "clusterbench", "run", "--device", "cpu", *args]
-            procs.append(cluster.popen(i, argv, env=env, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE))  # fmt: skip
-        done = []
-        for p in procs:
-            out, err = p.communicate(timeout=timeout)
-            done.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
-        return done
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-
-
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     out = Path(tmp_path_factory.mktemp("fleet")) / "run"
@@ -85,7 +52,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
                 cluster.shape(node, rate=SLOW_RATE, latency="400ms")
             else:
                 cluster.shape(node, rate=LINE_RATE)
-        procs = _run_as_srun_tasks(cluster, args=[*ARGS, "--out", str(out)], port=29441,
+        procs = run_as_srun_tasks(cluster, args=[*ARGS, "--out", str(out)], port=29441,
                                    timeout=420)  # fmt: skip
     for p in procs:
         assert p.returncode in (0, 1), p.stderr[-3000:]

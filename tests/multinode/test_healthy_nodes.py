@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from clusterbench import load_results
-from tests.multinode.netns import SimulatedCluster, available
+from tests.multinode.netns import SimulatedCluster, available, run_as_srun_tasks
 
 pytestmark = [
     pytest.mark.dist,
@@ -50,35 +47,12 @@ ARGS = [
 JUDGED = ("collectives.slow_node_pair", "network.slow_node_pair")
 
 
-def _run_as_srun_tasks(
-    cluster: SimulatedCluster, *, args: list[str], port: int, timeout: float
-) -> list[subprocess.CompletedProcess[str]]:
-    """One clusterbench rank per simulated node, each with the variables srun sets; rank 0's
-    node hosts the run's store."""
-    n = len(cluster.nodes)
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE"))}
-    procs = []
-    for i in range(n):
-        env = {**base, "GLOO_SOCKET_IFNAME": "eth0", "PYTHONUNBUFFERED": "1",
-               "OMP_NUM_THREADS": "1", "SLURM_PROCID": str(i), "SLURM_LOCALID": "0",
-               "SLURM_STEP_NUM_TASKS": str(n), "SLURM_STEP_TASKS_PER_NODE": "1",
-               "MASTER_ADDR": cluster.addresses[0], "MASTER_PORT": str(port)}  # fmt: skip
-        argv = [sys.executable, "-m", "clusterbench", "run", "--device", "cpu", *args]
-        procs.append(cluster.popen(i, argv, env=env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE))  # fmt: skip
-    done = []
-    for p in procs:
-        out, err = p.communicate(timeout=timeout)
-        done.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
-    return done
-
-
 @pytest.mark.parametrize("repeat", range(REPEATS))
 @pytest.mark.parametrize("num_nodes", [3, 4])
 def test_healthy_nodes_give_no_noise_alarm(num_nodes: int, repeat: int, tmp_path: Path) -> None:
     out = tmp_path / "run"
     with SimulatedCluster(num_nodes, net=83) as cluster:
-        procs = _run_as_srun_tasks(cluster, args=[*ARGS, "--out", str(out)], port=29431,
+        procs = run_as_srun_tasks(cluster, args=[*ARGS, "--out", str(out)], port=29431,
                                    timeout=240)  # fmt: skip
     for p in procs:
         assert p.returncode in (0, 1), p.stderr[-3000:]
