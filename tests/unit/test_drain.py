@@ -250,3 +250,24 @@ def test_launcher_and_node_names_from_the_environment() -> None:
     assert _launcher({"OMPI_COMM_WORLD_RANK": "0"}, run_id="") == "mpi"
     assert _launcher({"TORCHELASTIC_RUN_ID": "r1"}, run_id="r1") == "clusterbench"
     assert _launcher({}, run_id="") == "none"
+
+
+def test_drain_list_in_the_html_report() -> None:
+    from tests.html_page import parse_page
+
+    from clusterbench.registry import report_plots, summary_sections
+    from clusterbench.report.html import render_html
+
+    results, _ = _run(Fleet(12, seed=6, bad_node=7), launcher="slurm")
+    page = render_html(results, summary_sections(results), report_plots(results))
+    text = " ".join(parse_page(page).text)
+    assert '<section id="drain"><h2>Drain list</h2>' in page and 'href="#drain"' in page
+    assert "Drain list: 1 node to drain (launcher slurm; 12 nodes judged" in text
+    assert "scontrol update nodename=node7 state=drain reason=&quot;clusterbench: " in page
+    assert "node node7: all_reduce busbw down to" in text
+    assert " ".join(f"node{i}" for i in range(12) if i != 7) in text.replace("\n", " ")
+
+    healthy, _ = _run(Fleet(12, seed=6))
+    page = render_html(healthy, summary_sections(healthy), report_plots(healthy))
+    assert "Drain list: empty: no bad node or link (12 nodes" in page
+    assert "scontrol" not in page

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from html import escape
 from typing import Any
 
 from clusterbench.analysis.drain import DrainEntry, DrainList, PairEvidence, drain_list
@@ -118,6 +119,27 @@ def drain_markdown(dl: DrainList) -> str:
     if dl.nodes:
         parts.append(_hosts_note(dl) + "\n\n```\n" + "\n".join(dl.hostfile) + "\n```")
     return "\n\n".join(parts)
+
+
+def drain_html(dl: DrainList) -> str:
+    """report.html's block ('' when no node pairs were judged): the headline, each entry with
+    its evidence, its commands in a code block, and the hosts left when a node is drained."""
+    if not dl.judged:
+        return ""
+    parts = [f"<p>{escape(headline(dl))}</p>"]
+    for entry in dl.entries:
+        head, *rest = _entry_lines(entry, dl)
+        facts = [r.strip() for r in rest if r.strip() and not r.strip().startswith("$ ")]
+        items = "".join(f"<li>{escape(f)}</li>" for f in facts)
+        cmds = "\n".join(escape(c) for c in entry.commands)
+        code = f"<pre><code>{cmds}</code></pre>" if cmds else ""
+        parts.append(
+            f'<div class="drain-entry"><p><b>{escape(head)}</b></p><ul>{items}</ul>{code}</div>'
+        )
+    if dl.nodes:
+        hosts = "\n".join(escape(h) for h in dl.hostfile)
+        parts.append(f"<p>{escape(_hosts_note(dl))}</p><pre><code>{hosts}</code></pre>")
+    return "".join(parts)
 
 
 def drain_json(dl: DrainList) -> str:

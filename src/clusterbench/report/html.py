@@ -25,6 +25,7 @@ from typing import Any
 from clusterbench.analysis.compare import Comparison
 from clusterbench.report.advice import ADVICE_TITLE
 from clusterbench.report.cells import Grid, Matrix, Section
+from clusterbench.report.drain import drain_html, run_drain_list
 from clusterbench.report.html_assets import CSS, DRAW_JS, PLOTLY_CONFIG, SORT_JS, plotly_js
 from clusterbench.report.html_compare import comparison_block
 from clusterbench.report.html_header import (
@@ -81,6 +82,9 @@ def render_html(
     advice = advice_block(results)
     if advice:
         body.append(f'<section id="advice"><h2>{ADVICE_TITLE}</h2>{advice}</section>')
+    drain = drain_html(run_drain_list(results))
+    if drain:
+        body.append(f'<section id="drain"><h2>Drain list</h2>{drain}</section>')
     body.append(
         '<section id="run"><div class="cols">'
         f"<div><h2>Hardware</h2>{hardware_block(results.hosts)}</div>"
@@ -97,7 +101,15 @@ def render_html(
         for name, ps in plots.items()
         if not _has(sections, name)
     ]
-    body.append(_toc(list(ids.items()), results, comparison is not None, advice=bool(advice)))
+    body.append(
+        _toc(
+            list(ids.items()),
+            results,
+            comparison is not None,
+            advice=bool(advice),
+            drain=bool(drain),
+        )
+    )
     body.extend(blocks if blocks else ["<section><p>No measurements.</p></section>"])
     return _page(_page_title(results, comparison), "".join(body), figures)
 
@@ -136,12 +148,16 @@ def _anchors(names: list[str]) -> dict[str, str]:
     return ids
 
 
-def _toc(entries: list[tuple[str, str]], results: Results, compared: bool, *, advice: bool) -> str:
+def _toc(
+    entries: list[tuple[str, str]], results: Results, compared: bool, *, advice: bool, drain: bool
+) -> str:
     seconds = results.run.benchmark_seconds
     items = ['<li><a href="#comparison">Comparison</a></li>'] if compared else []
     items.append('<li><a href="#verdict">Verdict</a></li>')
     if advice:
         items.append(f'<li><a href="#advice">{ADVICE_TITLE}</a></li>')
+    if drain:
+        items.append('<li><a href="#drain">Drain list</a></li>')
     items.append('<li><a href="#run">Hardware and run</a></li>')
     for name, anchor in entries:
         took = f' <span class="dim">{seconds[name]:,.1f} s</span>' if name in seconds else ""
