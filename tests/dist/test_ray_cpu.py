@@ -24,6 +24,7 @@ import psutil
 import pytest
 
 from clusterbench import load_results
+from clusterbench.doctor.placement import FINDING_ID as PLACEMENT_FINDING
 
 pytest.importorskip("ray.train", reason="needs Ray Train: pip install 'clusterbench[ray]'")
 
@@ -128,6 +129,8 @@ def test_quick_suite_through_ray_train(ray_address: str, tmp_path: Path) -> None
     assert by_bench == {
         "doctor": {0}, "gemm": {0, 1}, "sdc": {0, 1}, "memory": {0, 1}, "collectives": {0}
     }  # fmt: skip
+    placement = [f for f in results.findings if f.id == PLACEMENT_FINDING]
+    assert placement and placement[0].evidence["launcher"] == "ray", placement
     has_fail = any(f.severity == "fail" for f in results.findings)
     assert proc.returncode == (1 if has_fail else 0)
 

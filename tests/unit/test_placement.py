@@ -302,6 +302,19 @@ def test_launcher_kind_from_the_environment() -> None:
     assert launcher_kind(slurm) == "slurm"
     assert launcher_kind({"OMPI_COMM_WORLD_RANK": "0", "RANK": "0", "WORLD_SIZE": "2"}) == "mpi"
     assert launcher_kind({}) is None
+    # Ray Train sets torchrun's variables; clusterbench.ray marks its ranks
+    ray = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "CLUSTERBENCH_LAUNCHER": "ray"}
+    assert launcher_kind(ray) == "ray"
+    assert launcher_kind({**ray, "TORCHELASTIC_RUN_ID": "x"}, run_id="y") == "ray"
+
+
+def test_fixes_under_ray_say_what_ray_does() -> None:
+    from clusterbench.analysis.placement_flags import binding_fix, block_order_fix
+
+    bind = binding_fix("ray", gpu_numa=[0, 1], host=None)
+    assert bind.startswith("Ray Train binds no rank to a NUMA node; to bind them, launch with ")
+    assert "torchrun" in bind and "srun" in bind and "mpirun" in bind
+    assert block_order_fix("ray", ranks_per_node=8).startswith("Ray Train numbers its workers")
 
 
 # ----------------------------------------------------------------------------- doctor's facts

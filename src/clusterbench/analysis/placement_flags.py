@@ -94,6 +94,8 @@ def binding_fix(
     if launcher in fixes:
         return fixes[launcher]
     lead = "clusterbench's own launch binds no rank; launch it with " if launcher else ""
+    if launcher == "ray":
+        lead = "Ray Train binds no rank to a NUMA node; to bind them, launch with "
     return lead + "; or ".join(fixes[name] for name in LAUNCHER_NAMES)
 
 
@@ -107,6 +109,8 @@ def block_order_fix(launcher: str | None, *, ranks_per_node: int) -> str:
         "SLURM_DISTRIBUTION in the job)",
         "mpi": f"mpirun --map-by ppr:{ranks_per_node}:node --rank-by slot (not --map-by node "
         "or --rank-by node)",
+        "ray": "Ray Train numbers its workers node by node (its worker group is sorted by "
+        "node): check that nothing renumbers RANK after it",
     }
     if launcher in fixes:
         return fixes[launcher]

@@ -21,6 +21,7 @@ from clusterbench.schema import Finding, GpuInfo, Topology
 __all__ = [
     "CHECKS",
     "FINDING_ID",
+    "LAUNCHER_VARIABLE",
     "check_placement",
     "launcher_kind",
     "nvlink_domains",
@@ -30,14 +31,24 @@ __all__ = [
 FINDING_ID = "doctor.placement"
 
 
+LAUNCHER_VARIABLE = "CLUSTERBENCH_LAUNCHER"
+"""Set to ``ray`` for the ranks clusterbench starts under Ray Train."""
+
+
 def launcher_kind(env: Mapping[str, str], *, run_id: str = "") -> str | None:
-    """What started this rank: ``clusterbench`` (its own launch), torchrun, slurm, mpi; None.
+    """What started this rank: ``clusterbench`` (its own launch), ray, torchrun, slurm, mpi;
+    None.
+
+    ``clusterbench.ray`` marks its ranks (``CLUSTERBENCH_LAUNCHER=ray``): Ray Train sets the
+    same variables torchrun does.
 
     torch's elastic agent sets TORCHELASTIC_RUN_ID for torchrun and for clusterbench's own
     launch alike; clusterbench's passes the run's id (the run folder's name).  It comes first:
     torchrun started by srun also sees srun's variables.  Read before RANK, which a joined rank
     sets itself under srun and mpirun (``runtime.launch.export_dist_env``).
     """
+    if env.get(LAUNCHER_VARIABLE) == "ray":
+        return "ray"
     elastic = env.get("TORCHELASTIC_RUN_ID")
     if elastic:
         return "clusterbench" if run_id and elastic == run_id else "torchrun"

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from clusterbench.doctor.placement import LAUNCHER_VARIABLE
 from clusterbench.launchers import LaunchSpec
 from clusterbench.runspec import EXIT_RUN_ERROR, EXIT_USAGE, default_run_dir
 
@@ -98,6 +99,7 @@ def _train_loop(config: dict[str, Any]) -> None:
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.broadcast_object_list(port, src=0)
     env = {**os.environ, **dict(config["env"]), "MASTER_PORT": str(port[0])}
+    env[LAUNCHER_VARIABLE] = "ray"  # the placement findings name Ray as the launcher
     argv = [sys.executable, "-m", "clusterbench", *config["argv"]]
     child = [sys.executable, str(_CHILD), str(os.getpid()), *argv]
     code = subprocess.run(child, env=env, check=False).returncode
