@@ -128,3 +128,22 @@ def test_child_tells_the_command_when_its_parent_dies(tmp_path: Path) -> None:
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_a_wrong_cluster_address_is_said_at_once() -> None:
+    import socket
+
+    from clusterbench.ray import gcs_unreachable
+
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        assert gcs_unreachable(f"127.0.0.1:{port}") is None
+        assert gcs_unreachable(f"ray://127.0.0.1:{port}") is None
+    started = time.monotonic()
+    said = gcs_unreachable(f"127.0.0.1:{port}")  # closed now: refused
+    assert said is not None and said.startswith(f"no Ray cluster at 127.0.0.1:{port}: ")
+    assert time.monotonic() - started < 5
+    for found_by_ray in ("", "auto", "local"):
+        assert gcs_unreachable(found_by_ray) is None

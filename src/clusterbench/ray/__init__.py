@@ -47,7 +47,7 @@ from clusterbench.doctor.placement import LAUNCHER_VARIABLE
 from clusterbench.launchers import LaunchSpec
 from clusterbench.runspec import EXIT_RUN_ERROR, EXIT_USAGE, default_run_dir
 
-__all__ = ["RankOutcome", "run_on_ray", "worker_argv"]
+__all__ = ["RankOutcome", "gcs_unreachable", "run_on_ray", "worker_argv"]
 
 _CHILD = Path(__file__).with_name("_child.py")
 """Started by its path between each Ray worker and its ``clusterbench run`` (see there)."""
@@ -125,6 +125,9 @@ def run_on_ray(spec: LaunchSpec, *, cpu: bool, address: str | None) -> int:
     except ImportError as exc:
         return _say(f"Ray is not installed ({exc}): pip install 'clusterbench[ray]'", EXIT_USAGE)
     argv, out = worker_argv(spec, cpu=cpu)
+    unreachable = gcs_unreachable(address or os.environ.get("RAY_ADDRESS", ""))
+    if unreachable:
+        return _say(unreachable, EXIT_USAGE)
     try:
         ray.init(address=address or "auto")
     except ConnectionError as exc:
@@ -154,6 +157,27 @@ def run_on_ray(spec: LaunchSpec, *, cpu: bool, address: str | None) -> int:
     said += [outcomes.get_nowait() for _ in range(outcomes.qsize())]
     ended = {o.rank: o for o in said if isinstance(o, RankOutcome)}
     return _report(ended, out=out, error=errors[0] if errors else None)
+
+
+GCS_CONNECT_TIMEOUT_S = 5.0
+"""How long the driver tries the Ray cluster's address before it gives up (Ray itself retries
+a wrong address for minutes before it says so)."""
+
+
+def gcs_unreachable(address: str, *, timeout_s: float = GCS_CONNECT_TIMEOUT_S) -> str | None:
+    """Why nothing listens at ``address`` (``host:port``, ``ray://host:port``), None where
+    something does, or where ``address`` names no port ('', ``auto``, ``local``: Ray finds the
+    cluster itself and says so at once when there is none)."""
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return None
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        return f"no Ray cluster at {address}: {reason} (is the head running: ray status?)"
 
 
 def _fit(trainer: Any, errors: list[str]) -> None:
