@@ -29,7 +29,16 @@ from clusterbench.runtime.records import (
     TelemetryRecord,
 )
 from clusterbench.runtime.rounds import last_round, round_findings, soak_info, with_round
-from clusterbench.schema import ErrorRecord, HostInfo, Results, RunInfo, RunStatus, ToolInfo
+from clusterbench.schema import (
+    BudgetStop,
+    ErrorRecord,
+    HostInfo,
+    PlanInfo,
+    Results,
+    RunInfo,
+    RunStatus,
+    ToolInfo,
+)
 
 __all__ = ["RunMeta", "assemble_results", "benchmark_seconds", "dedupe"]
 
@@ -48,6 +57,8 @@ class RunMeta:
     version: str
     fallback_host: str
     """Host named for a rank that died before saying where it ran (one-node runs)."""
+    plan: PlanInfo | None = None
+    """The plan printed before the run (``run.plan``), without where benchmarks stopped."""
 
 
 def dedupe(records: Iterable[Record]) -> list[Record]:
@@ -119,6 +130,7 @@ def assemble_results(
         skipped=skipped,
         benchmark_seconds=benchmark_seconds(records, world_size=meta.world_size),
         soak=soak,
+        plan=_with_stops(meta.plan, records),
     )
     return Results(
         tool=ToolInfo(version=meta.version),
@@ -130,6 +142,21 @@ def assemble_results(
         telemetry=[r.data for r in records if isinstance(r, TelemetryRecord)],
         findings=round_findings(records, keep=None if soak is None else soak.summary_round),
     )
+
+
+def _with_stops(plan: PlanInfo | None, records: Iterable[Record]) -> PlanInfo | None:
+    """``plan`` with each benchmark that stopped at its budget marked: the rank that measured
+    the fewest of its points."""
+    if plan is None:
+        return None
+    stops: dict[str, BudgetStop] = {}
+    for r in records:
+        if isinstance(r, End) and r.budget_stop is not None:
+            held = stops.get(r.benchmark)
+            if held is None or r.budget_stop.done < held.done:
+                stops[r.benchmark] = r.budget_stop
+    entries = [b.model_copy(update={"stopped": stops.get(b.benchmark)}) for b in plan.benchmarks]
+    return plan.model_copy(update={"benchmarks": entries})
 
 
 def benchmark_seconds(records: Iterable[Record], *, world_size: int) -> dict[str, float]:

@@ -34,7 +34,19 @@ from clusterbench.benchmarks import (
     transfer,
     weight_update,
 )
+from clusterbench.benchmarks import attribution_budget as attribution_cost
+from clusterbench.benchmarks import checkpoint_budget as checkpoint_cost
+from clusterbench.benchmarks import collectives_budget as collectives_cost
+from clusterbench.benchmarks import dataloader_budget as dataloader_cost
+from clusterbench.benchmarks import doctor_budget as doctor_cost
+from clusterbench.benchmarks import gemm_budget as gemm_cost
+from clusterbench.benchmarks import memory_budget as memory_cost
+from clusterbench.benchmarks import network_budget as network_cost
+from clusterbench.benchmarks import sdc_budget as sdc_cost
+from clusterbench.benchmarks import transfer_budget as transfer_cost
+from clusterbench.benchmarks import weight_update_budget as weight_update_cost
 from clusterbench.benchmarks.training import bench as training
+from clusterbench.benchmarks.training import budget as training_cost
 from clusterbench.benchmarks.training import settings as training_settings
 from clusterbench.registry import ALL_SUITES, FROM_STANDARD, Benchmark
 from clusterbench.report.figures import attribution as attribution_figures
@@ -70,6 +82,7 @@ BUILTIN: tuple[Benchmark, ...] = (
         run=doctor.doctor,
         settings=doctor.DoctorConfig,
         metrics=doctor.DoctorMetrics,
+        budget=doctor_cost.MODEL,
     ),
     Benchmark(
         name="gemm",
@@ -79,6 +92,7 @@ BUILTIN: tuple[Benchmark, ...] = (
         run=gemm.gemm,
         settings=gemm.GemmConfig,
         metrics=gemm.GemmMetrics,
+        budget=gemm_cost.MODEL,
         findings=gemm_analysis.findings,
         section=gemm_section.section,
         figures=gemm_figures.figures,
@@ -91,6 +105,7 @@ BUILTIN: tuple[Benchmark, ...] = (
         run=sdc.sdc,
         settings=sdc.SdcConfig,
         metrics=sdc.SdcMetrics,
+        budget=sdc_cost.MODEL,
         findings=sdc_analysis.findings,
         section=sdc_section.section,
     ),
@@ -102,6 +117,7 @@ BUILTIN: tuple[Benchmark, ...] = (
         run=memory.memory,
         settings=memory.MemoryConfig,
         metrics=memory.MemoryMetrics,
+        budget=memory_cost.MODEL,
         findings=memory_analysis.findings,
         section=memory_section.section,
         figures=memory_figures.figures,
@@ -115,6 +131,7 @@ BUILTIN: tuple[Benchmark, ...] = (
         run=transfer.transfer,
         settings=transfer.TransferConfig,
         metrics=transfer.TransferMetrics,
+        budget=transfer_cost.MODEL,
         findings=transfer_analysis.findings,
         section=transfer_section.section,
         figures=transfer_figures.figures,
@@ -127,6 +144,7 @@ BUILTIN: tuple[Benchmark, ...] = (
         run=collectives.collectives,
         settings=collectives.CollectivesConfig,
         metrics=collectives.CollectivesMetrics,
+        budget=collectives_cost.MODEL,
         findings=collectives_analysis.findings,
         section=collectives_section.section,
         figures=collectives_figures.figures,
@@ -139,6 +157,7 @@ BUILTIN: tuple[Benchmark, ...] = (
         run=network.network,
         settings=network.NetworkConfig,
         metrics=network.NetworkMetrics,
+        budget=network_cost.MODEL,
         findings=network_analysis.findings,
         section=network_section.section,
         figures=network_figures.figures,
@@ -151,6 +170,7 @@ BUILTIN: tuple[Benchmark, ...] = (
         run=training.training,
         settings=training_settings.TrainingConfig,
         metrics=training_settings.TrainingMetrics,
+        budget=training_cost.MODEL,
         findings=training_analysis.findings,
         section=training_section.section,
         figures=training_figures.figures,
@@ -164,6 +184,7 @@ BUILTIN: tuple[Benchmark, ...] = (
         run=weight_update.weight_update,
         settings=weight_update.WeightUpdateConfig,
         metrics=weight_update.WeightUpdateMetrics,
+        budget=weight_update_cost.MODEL,
         findings=weight_update_analysis.findings,
         section=weight_update_section.section,
         figures=weight_update_figures.figures,
@@ -176,6 +197,7 @@ BUILTIN: tuple[Benchmark, ...] = (
         run=dataloader.dataloader,
         settings=dataloader.DataloaderConfig,
         metrics=dataloader.DataloaderMetrics,
+        budget=dataloader_cost.MODEL,
         findings=dataloader_analysis.findings,
         section=dataloader_section.section,
         figures=dataloader_figures.figures,
@@ -188,6 +210,7 @@ BUILTIN: tuple[Benchmark, ...] = (
         run=checkpoint.checkpoint,
         settings=checkpoint.CheckpointConfig,
         metrics=checkpoint.CheckpointMetrics,
+        budget=checkpoint_cost.MODEL,
         findings=checkpoint_analysis.findings,
         section=checkpoint_section.section,
         figures=checkpoint_figures.figures,
@@ -201,6 +224,7 @@ BUILTIN: tuple[Benchmark, ...] = (
         run=attribution.attribution,
         settings=attribution.AttributionConfig,
         metrics=attribution.AttributionMetrics,
+        budget=attribution_cost.MODEL,
         findings=attribution_analysis.findings,
         section=attribution_section.section,
         figures=attribution_figures.figures,

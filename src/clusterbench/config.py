@@ -64,13 +64,19 @@ class RunConfig:
     run (``--no-telemetry``: off); CPU workers have none."""
     telemetry_interval_s: float = 0.1
     """``--telemetry-interval``: seconds between two telemetry samples of a GPU."""
+    budget_s: float | None = None
+    """``--budget``: seconds the whole run should take; the benchmarks are cut to fit it."""
+    time_budgets: dict[str, float] = field(default_factory=dict)
+    """Benchmark -> its ``time_budget_s`` setting: seconds it may take."""
 
     def to_dict(self) -> dict[str, Any]:
         soak = {"duration_s": self.soak_s, "repeat": self.repeat}
+        budget = {"total_s": self.budget_s, "benchmarks": dict(self.time_budgets)}
         return {
             "suite": self.suite,
             "timeout_s": self.timeout_s,
             **({"soak": soak} if self.soak_s is not None or self.repeat is not None else {}),
+            **({"budget": budget} if self.budget_s is not None or self.time_budgets else {}),
             "telemetry": {"enabled": self.telemetry, "interval_s": self.telemetry_interval_s},
             "benchmarks": {k: dataclasses.asdict(v) for k, v in self.benchmarks.items()},
             "thresholds": dataclasses.asdict(self.thresholds),
@@ -97,12 +103,15 @@ def build_run_config(
     repeat: int | None = None,
     telemetry: bool | None = None,
     telemetry_interval_s: float | None = None,
+    budget: str | None = None,
 ) -> RunConfig:
     """Suite preset, then the TOML file, then ``--set`` overrides, then CLI flags.
 
     ``soak`` (a duration: ``2h``, ``30m``, ``90s``) and ``repeat`` (rounds) make it a soak;
     either one given here replaces the file's ``soak`` and ``repeat`` keys.  ``telemetry`` and
     ``telemetry_interval_s`` (None: the file's keys of those names, else on, every 0.1 s).
+    ``budget`` (a duration: ``10m``) replaces the file's ``budget`` key; a benchmark section's
+    ``time_budget_s`` key (``--set gemm.time_budget_s=30``) is that benchmark's own budget.
 
     ``suite`` None takes the file's ``suite`` key, else ``quick``.  Settings of a benchmark the
     run does not select are checked on a preset of their own, then dropped.
@@ -118,19 +127,25 @@ def build_run_config(
         device_type=device_type,
     )
     benchmarks = {n: registry.get(n).preset(suite=suite, device_type=device_type) for n in names}
+    soak_s, rounds = _soak(top, soak=soak, repeat=repeat, source=str(config_file))
+    if soak_s is not None or rounds is not None:
+        _whole_sweeps(benchmarks)
     thresholds = Thresholds()
+    budgets: dict[str, float] = {}
     applied: list[_Setting] = []
     for section, values in table.items():
         if section in _TOP_LEVEL_KEYS:
             continue
         applied += _apply_section(
-            section, values, benchmarks=benchmarks, thresholds=thresholds, source=str(config_file)
-        )
+            section, values, benchmarks=benchmarks, thresholds=thresholds, source=str(config_file),
+            time_budgets=budgets,
+        )  # fmt: skip
     for item in sets:
         section, key, value = _parse_set(item)
         applied += _apply_section(
-            section, {key: value}, benchmarks=benchmarks, thresholds=thresholds, strings=True
-        )
+            section, {key: value}, benchmarks=benchmarks, thresholds=thresholds, strings=True,
+            time_budgets=budgets,
+        )  # fmt: skip
     _mirror(applied, benchmarks=benchmarks)
     _check_unselected(applied, benchmarks=benchmarks, suite=suite, device_type=device_type)
     timeout, where = (
@@ -140,11 +155,23 @@ def build_run_config(
     )
     if not math.isfinite(timeout) or timeout <= 0:
         raise ConfigError(f"{where} must be a positive number of seconds, got {timeout}")
-    soak_s, rounds = _soak(top, soak=soak, repeat=repeat, source=str(config_file))
     sampled, interval = _telemetry(top, telemetry, telemetry_interval_s, source=str(config_file))
+    budget_s = _budget(top, budget, source=str(config_file))
+    if budget_s is not None and (soak_s is not None or rounds is not None):
+        raise ConfigError("--budget with a soak (--soak, --repeat): choose one")
     return RunConfig(suite=suite, benchmarks=benchmarks, thresholds=thresholds, timeout_s=timeout,
                      soak_s=soak_s, repeat=rounds, telemetry=sampled,
-                     telemetry_interval_s=interval)  # fmt: skip
+                     telemetry_interval_s=interval, budget_s=budget_s,
+                     time_budgets={n: budgets[n] for n in benchmarks if n in budgets})  # fmt: skip
+
+
+def _whole_sweeps(benchmarks: dict[str, Any]) -> None:
+    """A soak compares its rounds figure by figure: every sweep runs all its points (the stop
+    rules of gemm, collectives and the dataloader off; ``--set NAME.sweep_stop=true`` still
+    turns one on)."""
+    for settings in benchmarks.values():
+        if hasattr(settings, "sweep_stop"):
+            settings.sweep_stop = False
 
 
 _TOP_LEVEL_KEYS = {
@@ -156,7 +183,42 @@ _TOP_LEVEL_KEYS = {
     "repeat": int,
     "telemetry": bool,
     "telemetry_interval_s": float,
+    "budget": str | float,
 }
+TIME_BUDGET_KEY = "time_budget_s"
+"""The key every benchmark section takes beside its settings: seconds that benchmark may take."""
+
+
+def _budget(top: Mapping[str, Any], budget: str | None, *, source: str) -> float | None:
+    """Seconds of ``--budget`` (a duration), else of the file's ``budget`` key, else None."""
+    where = "--budget"
+    if budget is None:
+        value = top.get("budget")
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            return _time_budget(value, where=f"{source}: budget")
+        budget, where = value, f"{source}: budget"
+    try:
+        return parse_duration(budget)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def _time_budget(value: Any, *, where: str) -> float:
+    """A ``time_budget_s`` (or a file's numeric ``budget``): a positive, finite number of
+    seconds, or a duration string (``90s``, ``2m``)."""
+    if isinstance(value, str):
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    seconds = _coerce(float, value, where=where)
+    if seconds <= 0:
+        raise ConfigError(f"{where}: must be more than 0 s (got {value!r})")
+    return float(seconds)
+
+
 TELEMETRY_INTERVAL_RANGE_S = (0.01, 60.0)
 """``--telemetry-interval`` bounds: NVML's clocks and power change no faster than every 10 ms
 or so, and a minute between samples says nothing of a benchmark's window."""
@@ -331,6 +393,7 @@ def _apply_section(
     thresholds: Thresholds,
     source: str = "--set",
     strings: bool = False,
+    time_budgets: dict[str, float] | None = None,
 ) -> list[_Setting]:
     """Apply one section's settings; what it set (or, for a benchmark this run does not
     select, would have set), for :func:`_mirror` and :func:`_check_unselected`."""
@@ -339,6 +402,12 @@ def _apply_section(
     if not isinstance(values, dict):
         raise ConfigError(f"{source}: {section} must be a table ([{section}])")
     target: Any = thresholds if section == "thresholds" else benchmarks.get(section)
+    if section != "thresholds" and TIME_BUDGET_KEY in values:
+        where = f"{source}: {section}.{TIME_BUDGET_KEY}"
+        seconds = _time_budget(values[TIME_BUDGET_KEY], where=where)
+        if time_budgets is not None:
+            time_budgets[section] = seconds
+        values = {k: v for k, v in values.items() if k != TIME_BUDGET_KEY}
     for key, value in values.items():
         if target is not None:  # None: a benchmark this run does not select
             _set_field(target, section=section, key=key, value=value, source=source,

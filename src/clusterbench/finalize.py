@@ -51,6 +51,7 @@ def finalize(
         benchmarks=list(spec.config.benchmarks),
         version=__version__,
         fallback_host=socket.gethostname(),
+        plan=spec.plan,
     )
     results = assemble_results(
         records=records,
@@ -96,7 +97,7 @@ def write_results(run_dir: Path, results: Results, *, html: bool = False) -> Non
     stderr, and ``clusterbench report RUN`` builds it later.  ``html`` is for a run that has
     ended: the page inlines plotly (some 5 MB) and is not rebuilt after every benchmark.
     """
-    sections = registry.summary_sections(results)
+    sections = registry.summary_sections(results, run_dir=run_dir)
     files = [
         (run_dir / "results.json", results.model_dump_json(indent=2)),
         (run_dir / "summary.md", render_markdown(results, sections)),

@@ -14,10 +14,11 @@ Beside the benchmarks' parts, :func:`summary_sections` and :func:`report_plots` 
 that belong to no one benchmark: the run's scaling prediction (from training and collectives
 together; :mod:`clusterbench.report.sections.prediction`), named ``prediction``, the training
 partition search (its predictions need the collectives' links too), named ``training
-partition``, and where each rank ran (doctor's placement facts;
-:mod:`clusterbench.report.sections.placement`); and a soak's rounds, named ``soak``
-(:mod:`clusterbench.report.sections.soak`).  Of a soak, everything else sees one round
-(:func:`clusterbench.schema.one_round`).
+partition``, where each rank ran (doctor's placement facts;
+:mod:`clusterbench.report.sections.placement`), the run's cost (at the prices of the run
+folder's cost.json; :mod:`clusterbench.report.sections.cost`), named ``cost``; and a soak's
+rounds, named ``soak`` (:mod:`clusterbench.report.sections.soak`).  Of a soak, everything
+else sees one round (:func:`clusterbench.schema.one_round`).
 """
 
 from __future__ import annotations
@@ -29,14 +30,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 from clusterbench.analysis import run_findings, soak_findings
+from clusterbench.benchmarks.budget import BudgetModel
 from clusterbench.benchmarks.presets import DeviceType, SuiteName
 from clusterbench.metrics import MetricSet
 from clusterbench.report.cells import Section, generic_section
+from clusterbench.report.figures import cost as cost_figures
 from clusterbench.report.figures import prediction as prediction_figures
 from clusterbench.report.figures import soak as soak_figures
 from clusterbench.report.figures import telemetry as telemetry_figures
 from clusterbench.report.figures import training as training_figures
 from clusterbench.report.plots import Plot, PlotContext
+from clusterbench.report.sections import cost as cost_section
 from clusterbench.report.sections import placement as placement_section
 from clusterbench.report.sections import prediction as prediction_section
 from clusterbench.report.sections import soak as soak_section
@@ -98,6 +102,10 @@ class Benchmark:
     settings_from: str | None = None
     """A benchmark whose settings this one shares (attribution profiles the training workload):
     a setting given to that one applies here too, unless given here itself."""
+    budget: BudgetModel | None = None
+    """Its cost model: the expected seconds of its settings on a node, and the cut steps that
+    fit it into a time budget (None: no estimate; a budget then only stops it at its deadline
+    where it checks ``ctx.budget``)."""
     description: str = field(default="")
     """One line for ``clusterbench list``; defaults to the first line of ``run``'s docstring."""
 
@@ -181,11 +189,13 @@ def _multi_host(results: Results) -> bool:
     return len({m.host for m in results.measurements}) > 1
 
 
-def summary_sections(results: Results) -> list[Section]:
+def summary_sections(results: Results, *, run_dir: Path | None = None) -> list[Section]:
     """One section per benchmark, in the order the run measured them; then the run-wide ones:
     the prediction's (when training and collectives both ran) and the placement table (when
-    doctor recorded where the ranks ran); last, a soak's rounds.  A soak's benchmark sections
-    show one round (:func:`~clusterbench.schema.one_round`), its own section every round."""
+    doctor recorded where the ranks ran), the cost (when training ran: at the prices of
+    ``run_dir``'s cost.json, else the flags that price it); last, a soak's rounds.  A soak's
+    benchmark sections show one round (:func:`~clusterbench.schema.one_round`), its own
+    section every round."""
     one = one_round(results)
     by_benchmark = _by_benchmark(one)
     multi_host = _multi_host(one)
@@ -195,7 +205,8 @@ def summary_sections(results: Results) -> list[Section]:
         section = (held.section if held is not None else generic_section)(ms, multi_host)
         section.benchmark = name
         sections.append(section)
-    derived = [make(one) for make in _RUN_SECTIONS] + [soak_section.section(results)]
+    derived = [make(one) for make in _RUN_SECTIONS] + [cost_section.section(one, run_dir)]
+    derived.append(soak_section.section(results))
     return sections + [d for d in derived if d is not None]
 
 
@@ -230,7 +241,8 @@ def report_plots(
     (the page shows such a plot as that line alone).  The prediction's plots come last, under
     ``prediction``, then a soak's figures over the rounds, under ``soak`` (the benchmarks'
     plots of a soak draw one round, as their sections do).  ``run_dir``: the run folder, whose
-    telemetry series each benchmark's telemetry figure draws (after its own plots).
+    telemetry series each benchmark's telemetry figure draws (after its own plots) and whose
+    cost.json prices the run (the ``cost`` plots, before a soak's).
     """
     full, results = results, one_round(results)
     base_by_benchmark = _by_benchmark(one_round(base)) if base is not None else None
@@ -256,6 +268,9 @@ def report_plots(
     partition = _drawn(training_section.PARTITION, training_figures.partition_figures, results)
     if partition:
         plots[training_section.PARTITION] = partition
+    cost = _drawn(cost_section.NAME, cost_figures.figures, results, run_dir)
+    if cost:
+        plots[cost_section.NAME] = cost
     soak = _drawn(soak_section.NAME, soak_figures.figures, full)
     if soak:
         plots[soak_section.NAME] = soak

@@ -24,6 +24,7 @@ import torch
 from torch.distributed.elastic.multiprocessing.api import SignalException
 
 from clusterbench import catalog, registry
+from clusterbench.analysis.budget_plan import RunBudgetPlan, finish_reserve_s
 from clusterbench.analysis.duration import (
     Expected,
     PastTimings,
@@ -34,6 +35,14 @@ from clusterbench.analysis.duration import (
 from clusterbench.config import ConfigError, RunConfig, build_run_config
 from clusterbench.finalize import ResultsWriteError, exit_code_for, finalize
 from clusterbench.history import RunTimings
+from clusterbench.planner import (
+    NodeHistory,
+    apply_plan,
+    node_facts,
+    plan_info,
+    plan_run,
+    read_history,
+)
 from clusterbench.runspec import EXIT_OK, EXIT_RUN_ERROR, RunSpec, now_utc, prepare_run_dir
 from clusterbench.runtime.launch import (
     WorkerFailure,
@@ -91,6 +100,10 @@ class RunPlan:
     in run order."""
     at_preset: frozenset[str]
     """The benchmarks that run with their suite's preset settings (no file or --set changed)."""
+    budget: RunBudgetPlan | None = None
+    """Each benchmark's expected seconds from its cost model and, with ``--budget`` or a
+    ``time_budget_s``, its deadline and what was cut to fit it (the settings above are those
+    asked for, before the cuts)."""
 
 
 def run(
@@ -113,6 +126,9 @@ def run(
     telemetry: bool | None = None,
     telemetry_interval_s: float | None = None,
     announce: Callable[[RunPlan], None] | None = None,
+    budget: str | None = None,
+    history: Path | None = None,
+    use_history: bool = False,
 ) -> RunOutcome:
     """Run a suite and return its results (the library form of ``clusterbench run``).
 
@@ -124,6 +140,9 @@ def run(
     benchmarks round after round, every round kept (``run.soak`` in the results).
     ``telemetry``/``telemetry_interval_s``: sample each GPU while the benchmarks run (None: the
     config file's keys, else on, every 0.1 s).
+    ``budget`` (a duration: ``10m``): the whole run should take this long; every benchmark is
+    cut to its share and stops at it (``run.plan`` says what was cut).  ``use_history``: plan
+    with the earlier runs of this host in the history at ``history`` (None: the default one).
     """
     device_type = resolve_device(device)
     config = build_run_config(
@@ -138,6 +157,7 @@ def run(
         repeat=repeat,
         telemetry=telemetry,
         telemetry_interval_s=telemetry_interval_s,
+        budget=budget,
     )
     launcher = detect_launcher()
     spec = RunSpec(
@@ -159,15 +179,57 @@ def run(
             export_dist_env(launcher)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", launcher.world_size))
+        # every rank plans by itself: no history, so that they all fit the same settings
+        plan = _planned(spec, world_size=launcher.world_size, local_world_size=local,
+                        history=False)  # fmt: skip
         if announce is not None and launcher.rank == 0:
-            announce(run_plan(config, device_type=device_type, world_size=launcher.world_size))
+            announce(plan)
         return _join(spec, rank=launcher.rank)
     num_workers = _num_workers(nproc, device_type, oversubscribe=oversubscribe)
     run_dir = prepare_run_dir(out, workers=num_workers)
     spec.run_dir, spec.run_id = str(run_dir), run_dir.name
+    plan = _planned(spec, world_size=num_workers, local_world_size=num_workers,
+                    history=history if use_history else False)  # fmt: skip
     if announce is not None:
-        announce(run_plan(config, device_type=device_type, world_size=num_workers))
+        announce(plan)
     return _launch(spec, num_workers=num_workers)
+
+
+def _planned(
+    spec: RunSpec, *, world_size: int, local_world_size: int, history: Path | bool | None
+) -> RunPlan:
+    """The run's plan (``history``: the history's path, None its default, False none): the
+    expected seconds, the fit to the budget; the fitted settings replace the config's."""
+    config = spec.config
+    plan = run_plan(config, device_type=spec.device_type, world_size=world_size)
+    queries = [q for b in registry.all_benchmarks() if b.budget for q in b.budget.facts]
+    past = NodeHistory()
+    if history is not False:
+        past = read_history(history if isinstance(history, Path) else None, suite=plan.suite,
+                            backend=plan.backend, world_size=world_size, host=plan.host,
+                            queries=queries)  # fmt: skip
+    facts = node_facts(
+        device_type=spec.device_type, world_size=world_size,
+        local_world_size=local_world_size, gpu=plan.gpu, measured=past.facts,
+    )  # fmt: skip
+    budget = plan_run(
+        config, device_type=spec.device_type, facts=facts, history=past,
+        tables=timing_tables(), expected=expected_times(plan, past.timings),
+    )  # fmt: skip
+    apply_plan(config, budget)
+    spec.plan = plan_info(budget)
+    if config.budget_s is not None:  # from the command's start: importing torch counts too
+        finish = finish_reserve_s(spec.device_type, config.budget_s)
+        spec.budget_ends_at = _process_started() + config.budget_s - finish
+    return dataclasses.replace(plan, budget=budget)
+
+
+def _process_started() -> float:
+    """When this process started (s since the epoch)."""
+    import psutil
+
+    return float(psutil.Process(os.getpid()).create_time())
 
 
 # ----------------------------------------------------------------------------- expected time

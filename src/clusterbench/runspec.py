@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clusterbench.config import ConfigError, RunConfig
+from clusterbench.schema import PlanInfo
 from clusterbench.units import format_bytes
 
 __all__ = [
@@ -61,6 +62,12 @@ class RunSpec:
     and the run ends failed (torchrun's rendezvous may start with the nodes that came)."""
     join_timeout_s: float = 300.0
     """``--join-timeout``: under srun/mpirun, how long rank 0 waits for every rank to join."""
+    plan: PlanInfo | None = None
+    """The plan printed before the run (expected seconds, the budget, the cuts to fit it); each
+    benchmark's ``budget_s`` is the deadline it stops at."""
+    budget_ends_at: float | None = None
+    """With ``--budget``: when (wall clock, s since the epoch) the last benchmark must be done
+    for the command to end within its budget; each benchmark gets its share of what is left."""
 
 
 def now_utc() -> str:

@@ -319,6 +319,56 @@ class SoakInfo(_Model):
         return max(0, self.completed - 1)
 
 
+class BudgetStop(_Model):
+    """Where a benchmark stopped because its time budget was spent (it keeps what it measured)."""
+
+    after_s: float = Field(description="seconds into the benchmark it stopped")
+    done: int = Field(ge=0, description="points it measured")
+    total: int = Field(ge=0, description="points its settings asked for")
+    unit: str = Field(default="points", description="what a point is: shapes, sizes, cases")
+
+
+class BenchmarkPlan(_Model):
+    """One benchmark of the plan printed before the run: its expected seconds and, with a
+    budget, what was cut to fit it."""
+
+    benchmark: str
+    expected_s: float | None = Field(
+        description="expected wall seconds with the settings it ran with (null: unknown)"
+    )
+    source: str = Field(
+        description="where the figure comes from: history (an earlier run on this host), "
+        "table (the shipped timings), model (its settings and nominal or measured rates), none"
+    )
+    terms: list[str] = Field(default_factory=list, description="what the figure is made of")
+    budget_s: float | None = Field(
+        default=None, description="seconds it may take (--budget's share or time_budget_s)"
+    )
+    cuts: list[str] = Field(
+        default_factory=list, description="settings changed to fit the budget: 'repeats 30 -> 8'"
+    )
+    expected_before_s: float | None = Field(
+        default=None, description="expected seconds with the settings before the cuts"
+    )
+    stopped: BudgetStop | None = Field(
+        default=None, description="set when it stopped at its budget (its slowest rank)"
+    )
+
+
+class PlanInfo(_Model):
+    """The run's plan: each benchmark's expected time, and the budget it was fitted to."""
+
+    budget_s: float | None = Field(default=None, description="--budget (null: none)")
+    expected_s: float | None = Field(
+        default=None, description="the benchmarks' expected seconds, summed (null: unknown)"
+    )
+    reserve_s: float = Field(
+        default=0.0, description="seconds of the budget kept for start-up and the results"
+    )
+    fits: bool = Field(default=True, description="the smallest forms fit the budget")
+    benchmarks: list[BenchmarkPlan] = Field(default_factory=list)
+
+
 class RunInfo(_Model):
     id: str
     started: str
@@ -346,6 +396,12 @@ class RunInfo(_Model):
     )
     soak: SoakInfo | None = Field(
         default=None, description="the rounds of a soak (--soak, --repeat); null outside one"
+    )
+    plan: PlanInfo | None = Field(
+        default=None,
+        description="the plan printed before the run: expected seconds per benchmark, the "
+        "budget (--budget, time_budget_s), what was cut to fit it, where a benchmark stopped "
+        "at its budget; null in results written without one",
     )
 
 

@@ -41,6 +41,7 @@ from clusterbench.config import ConfigError
 from clusterbench.doctor.run_health import RunHealth
 from clusterbench.finalize import ResultsWriteError, finalize
 from clusterbench.runspec import EXIT_RUN_ERROR, RunSpec, prepare_run_dir
+from clusterbench.runtime.budget import BudgetSchedule
 from clusterbench.runtime.dist import (
     DistContext,
     JoinTimeout,
@@ -360,6 +361,7 @@ def run_benchmarks(ctx: DistContext, *, spec: RunSpec, log: RankLog, collector: 
     log.write(Hello(host=ctx.host, local_rank=ctx.local_rank, device=ctx.device_label))
     _probe(ctx, log)
     health = RunHealth.start(ctx)  # Xid events and link-error counters, start to end
+    schedule = BudgetSchedule.from_plan(spec.plan, ends_at=spec.budget_ends_at)  # deadlines
     with _progress_for(ctx) as progress, _telemetry(ctx, spec=spec, log=log):
         for soak_round in rounds(ctx, _round_policy(spec), on_round_end=_round_note(progress)):
             ctx.round = soak_round  # None outside a soak
@@ -371,7 +373,9 @@ def run_benchmarks(ctx: DistContext, *, spec: RunSpec, log: RankLog, collector: 
                     continue
                 bar = progress.bar(name if soak_round is None else f"round {soak_round}: {name}")
                 ctx.progress, ctx.benchmark = bar, name
+                ctx.budget = schedule.start(name)
                 _run_one(ctx, bench=bench, cfg=cfg, log=log, timeout_s=spec.config.timeout_s)
+                schedule.finish(name, ctx.budget)
                 bar.finish()
                 collector.after_benchmark(ctx, log)
     ctx.benchmark = ""
@@ -470,7 +474,8 @@ def _run_one(
                 )
             )
             raise BenchmarkFailed(while_waiting=while_waiting, in_collective=in_collective) from exc
-    log.write(End(benchmark=bench.name, seconds=time.monotonic() - started, round=ctx.round))
+    log.write(End(benchmark=bench.name, seconds=time.monotonic() - started, round=ctx.round,
+                  budget_stop=ctx.budget.stop))  # fmt: skip
     if ctx.telemetry is not None:
         log.write(TelemetryRecord(data=ctx.telemetry.end()))
 

@@ -34,12 +34,14 @@ def _run(out: Path) -> str:
 
 def test_expected_time_then_time_taken(tmp_path: Path) -> None:
     first = _run(tmp_path / "a")
-    expected = first.splitlines()[0]
-    # gemm runs with changed settings: no figure; memory at its preset: the CPU table's
+    head, gemm_line, memory_line = first.splitlines()[:3]
+    # the plan: gemm runs with changed settings: the table's figure scaled by its cost model;
+    # memory at its preset: the CPU table's own
+    assert re.fullmatch(r"plan: expected ~[\d.]+ s for 2 benchmarks", head), head
     assert re.fullmatch(
-        r"expected ~[\d.]+ s for 1 of 2 benchmarks \(table: 2 CPU ranks\): gemm \?, memory ~[\d.]+ s",
-        expected,
-    ), expected
+        r"  gemm +~[\d.]+ s  table: 2 CPU ranks, scaled to these settings", gemm_line
+    ), gemm_line
+    assert re.fullmatch(r"  memory +~[\d.]+ s  table: 2 CPU ranks", memory_line), memory_line
     results = load_results(tmp_path / "a")
     seconds = results.run.benchmark_seconds
     assert list(seconds) == ["gemm", "memory"] and all(s > 0 for s in seconds.values())
@@ -47,9 +49,15 @@ def test_expected_time_then_time_taken(tmp_path: Path) -> None:
     summary = (tmp_path / "a" / "summary.md").read_text()
     assert "## Time" in summary and "| memory |" in summary
 
-    second = _run(tmp_path / "b").splitlines()[0]
+    second = _run(tmp_path / "b").splitlines()[:3]
     gemm = seconds["gemm"]
-    assert re.fullmatch(
-        r"expected ~[\d.]+ s \(history, 1 run\): gemm ~[\d.]+ s, memory ~[\d.]+ s", second
-    ), second
-    assert f"gemm ~{format_seconds(gemm)}," in second  # the median of the one earlier run
+    assert re.fullmatch(r"plan: expected ~[\d.]+ s for 2 benchmarks", second[0]), second
+    # the one earlier run with these settings: its time itself, not scaled
+    assert second[1].split() == [
+        "gemm",
+        *f"~{format_seconds(gemm)}".split(),
+        "history,",
+        "1",
+        "run",
+    ]
+    assert second[2].startswith("  memory") and second[2].endswith("history, 1 run")

@@ -71,9 +71,34 @@ def test_checkpoint_all_formats(
     for fmt in ("torch", "safetensors", "dcp"):
         for metric in ("save_gbps", "load_gbps", "save_s", "load_s"):
             assert (metric, fmt) in got
-    assert ("async_block_s", "dcp_async") in got and ("async_stall_pct", "dcp_async") in got
-    rates = [m for m in ms if m.metric.endswith("_gbps")]
+    for metric in ("async_block_s", "async_total_s", "async_stall_pct"):
+        assert (metric, "dcp_async") in got
+    rates = [m for m in ms if m.metric in ("save_gbps", "load_gbps")]
     assert all(m.value > 0 and m.stats is not None and m.stats.samples == 2 for m in rates)
+    # three sizes per format, each half the next
+    torch_sizes = sorted(m.params["size_bytes"] for m in ms  # type: ignore[type-var]
+                         if m.metric == "save_s" and m.params["format"] == "torch")  # fmt: skip
+    assert len(torch_sizes) == 3 and torch_sizes[0] < torch_sizes[1] < torch_sizes[2]
+    fits = {(m.params["format"], m.params["op"]): m for m in ms if m.metric == "fit_gbps"}
+    sync = {(f, op) for f in ("torch", "safetensors", "dcp") for op in ("save", "load")}
+    assert set(fits) == sync | {("dcp_async", "async_block"), ("dcp_async", "async_total")}
+    assert all(m.value > 0 and m.params["num_sizes"] == 3 for m in fits.values())
+    # predictions: each model (the workload's and 7B, 70B) x state x operation
+    pred = {(m.params["format"], m.params["model"], m.params["state"], m.params["op"]): m
+            for m in ms if m.metric == "predicted_s"}  # fmt: skip
+    assert ("safetensors", "70B", "weights+optimizer", "save") not in pred  # weights only
+    big = pred[("torch", "70B", "weights+optimizer", "save")]
+    assert big.params["num_params"] == 70_000_000_000
+    per_param = big.params["bytes_per_param"]
+    assert isinstance(per_param, float) and 12 <= per_param < 12.1  # fp32 weights, m, v
+    assert big.params["checkpoint_bytes"] == pytest.approx(70e9 * per_param, rel=1e-5)
+    # t = α + N·B/β from the fit this run recorded
+    alpha = next(m.value for m in ms if m.metric == "fit_latency_s"
+                 and m.params["format"] == "torch" and m.params["op"] == "save")  # fmt: skip
+    want = alpha + big.params["checkpoint_bytes"] / (fits[("torch", "save")].value * 1e9)  # type: ignore[operator]
+    assert big.value == pytest.approx(want, rel=1e-6)
+    hidden = pred[("dcp_async", "7B", "weights", "async_hidden")]
+    assert hidden.value >= 0 and ("dcp_async", "7B", "weights", "async_block") in pred
     free = next(m for m in ms if m.metric == "free_space_gb")
     assert free.value > 0 and free.params["filesystem"] != ""
     safetensors = next(

@@ -19,11 +19,20 @@ __all__ = ["bandwidth_ratio_findings"]
 
 
 def _largest_all_reduce(ms: list[Measurement]) -> list[Measurement]:
-    ms = [m for m in ms if m.params.get("op") == "all_reduce"]
-    if not ms:
-        return []
-    top = max(int(m.params.get("size_bytes") or 0) for m in ms)
-    return [m for m in ms if int(m.params.get("size_bytes") or 0) == top]
+    """Each group's all_reduce at the largest size it measured (a size sweep that stopped at
+    the busbw plateau may end at another size in each group)."""
+    top: dict[object, Measurement] = {}
+    for m in ms:
+        if m.params.get("op") != "all_reduce":
+            continue
+        held = top.get(m.params.get("group"))
+        if held is None or _size(m) > _size(held):
+            top[m.params.get("group")] = m
+    return list(top.values())
+
+
+def _size(m: Measurement) -> int:
+    return int(m.params.get("size_bytes") or 0)
 
 
 def _intra_node_gbps(results: Results) -> float | None:

@@ -1,5 +1,6 @@
 """Verdicts on checkpointing (``checkpoint`` benchmark): slow saves, training stalls during an
-asynchronous save, too little free space.
+asynchronous save, too little free space, and the predicted time of whole checkpoints
+(``checkpoint_predict``).
 
 Pure functions: a :class:`~clusterbench.schema.Results` in, a list of findings out.
 """
@@ -7,6 +8,7 @@ Pure functions: a :class:`~clusterbench.schema.Results` in, a list of findings o
 from __future__ import annotations
 
 from clusterbench.analysis._common import as_number, gpu_severity, scope_label
+from clusterbench.analysis.checkpoint_predict import prediction_findings
 from clusterbench.benchmarks.checkpoint import CheckpointMetrics
 from clusterbench.schema import Finding, Results
 from clusterbench.thresholds import Thresholds
@@ -40,16 +42,23 @@ def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
         *save_bandwidth_findings(results, min_gbps=thresholds.checkpoint_min_save_gbps),
         *async_stall_findings(results, max_pct=thresholds.checkpoint_stall_max_pct),
         *free_space_findings(results, min_ratio=thresholds.checkpoint_min_free_ratio),
+        *prediction_findings(results),
     ]
 
 
 def save_bandwidth_findings(results: Results, *, min_gbps: float) -> list[Finding]:
-    """Saves of at least 1 GB slower than ``min_gbps`` -> one info per host naming the formats."""
-    slow: dict[str, dict[str, float]] = {}
+    """Saves of at least 1 GB slower than ``min_gbps`` -> one info per host naming the formats
+    (each format at the largest size it wrote)."""
+    largest: dict[tuple[str, str], tuple[float, float]] = {}
     for m in CheckpointMetrics.save_gbps.select(results):
         size = as_number(m.params.get("size_bytes")) or 0.0
-        if size >= CHECKPOINT_MIN_SIZE_BYTES and m.value < min_gbps:
-            slow.setdefault(m.host, {})[str(m.params.get("format"))] = m.value
+        key = (m.host, str(m.params.get("format")))
+        if size >= largest.get(key, (-1.0, 0.0))[0]:
+            largest[key] = (size, m.value)
+    slow: dict[str, dict[str, float]] = {}
+    for (host, fmt), (size, gbps) in largest.items():
+        if size >= CHECKPOINT_MIN_SIZE_BYTES and gbps < min_gbps:
+            slow.setdefault(host, {})[fmt] = gbps
     return [
         Finding(
             id="checkpoint.slow_save",

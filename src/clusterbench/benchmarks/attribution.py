@@ -253,7 +253,14 @@ def attribution(ctx: DistContext, cfg: AttributionConfig) -> Iterator[Measuremen
         else:
             del trainer, batches, step
             sweep = _fresh_workloads(ctx, cfg)
-        for k, sweep_trainer, sweep_batches in sweep:
+        for i, (k, sweep_trainer, sweep_batches) in enumerate(sweep):
+            if ctx.budget.agree_expired(ctx):  # rank 0 decides: every rank stops at the same k
+                ctx.budget.stopped(
+                    done=1 + i,
+                    total=1 + len(cfg.accum_sweep),
+                    unit="profiles (the step, then each accumulation count)",
+                )
+                break
             yield from _accum_measurements(
                 ctx, cfg, k=k, step=_step(ctx, cfg, trainer=sweep_trainer, batches=sweep_batches),
                 trace_path=_trace_path(ctx, scratch, keep=cfg.keep_traces, tag=f".accum-{k:02d}"),

@@ -1,38 +1,37 @@
-"""Checkpoint save and load of a training workload's state, in the formats people use.
+"""Checkpoint save and load of a training workload's state, in the formats people use, and the
+times that rate gives for the checkpoints users ask about.
 
 The state is the model and its AdamW state after one training step (so exp_avg/exp_avg_sq
-exist), as ``torch.distributed.checkpoint.state_dict.get_state_dict`` returns it.
+exist), as ``torch.distributed.checkpoint.state_dict.get_state_dict`` returns it; the formats
+and their rounds are in ``checkpoint_rounds``.
 
-- ``torch``: ``torch.save`` / ``torch.load(map_location="cpu")`` on rank 0, as DDP scripts do;
-- ``safetensors``: the model weights (shared tensors once) with ``save_file`` / ``load_file``;
-- ``dcp``: ``torch.distributed.checkpoint.save`` / ``load`` on every rank.  The state is
-  replicated (plain DDP-style): DCP's planner de-duplicates replicated tensors and spreads the
-  writes over the ranks, so each tensor is written once; every rank loads the whole state;
-- ``dcp_async``: ``async_save``; the blocking part (staging to host memory) and the training
-  stall: K steps while the save runs against K steps without one.
-
-Every save is made durable (fsync) before its clock stops, and its files are dropped from the
-page cache (posix_fadvise DONTNEED) before the load, so loads read the storage, not memory; on
-tmpfs (often /tmp) both are memory copies.  Loaded tensors are compared with a sample of the
-saved ones.  Everything written is removed afterwards, also on error.
+Bounded by default: each format writes at most ``max_bytes`` of that state (whole parameters,
+each with its optimizer state), at ``num_sizes`` sizes halving from there, each repeated until
+its spread is small.  The α–β fit t = α + S/β over those sizes (``checkpoint_fit``) then gives
+the time to save and load the workload's whole checkpoint and those of 7B and 70B models, with
+and without the optimizer state, and what ``dcp.async_save`` hides of it.  ``max_bytes=0``
+writes the whole state (the full-size save; the ``full`` suite does).
 """
 
 from __future__ import annotations
 
 import shutil
-import tempfile
-import time
 import typing
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import torch
-import torch.distributed as dist
-
+from clusterbench.benchmarks import checkpoint_fit as fit
 from clusterbench.benchmarks import checkpoint_io as io
+from clusterbench.benchmarks.checkpoint_rounds import (
+    SPECS,
+    FormatSpec,
+    Run,
+    gloo_group,
+    replicate,
+    shared_dir,
+    state_dict_of,
+)
 from clusterbench.benchmarks.dataloader_workload import (
     WorkloadName,
     load_workload,
@@ -42,19 +41,26 @@ from clusterbench.benchmarks.presets import check_suite
 from clusterbench.benchmarks.training.strategies import Trainer
 from clusterbench.metrics import Metric, MetricSet
 from clusterbench.runtime.dist import DistContext
-from clusterbench.runtime.timing import rate_stats, synchronize, wall_clock
+from clusterbench.runtime.timing import rate_stats
 from clusterbench.schema import Measurement, ParamValue, Stats
 
 if TYPE_CHECKING:
     from typing import Self
 
-    from clusterbench.benchmarks.training.workload import Batch
-
-__all__ = ["FORMATS", "CheckpointConfig", "CheckpointMetrics", "Format", "checkpoint"]
+__all__ = [
+    "FORMATS",
+    "STATES",
+    "CheckpointConfig",
+    "CheckpointMetrics",
+    "Format",
+    "checkpoint",
+]
 
 Format = Literal["torch", "safetensors", "dcp", "dcp_async"]
 FORMATS: tuple[Format, ...] = typing.get_args(Format)
 _DCP = ("dcp", "dcp_async")
+STATES = ("weights+optimizer", "weights")
+"""What a predicted checkpoint holds: the model and its optimizer state, or the weights alone."""
 
 
 class CheckpointMetrics(MetricSet, benchmark="checkpoint"):
@@ -63,10 +69,25 @@ class CheckpointMetrics(MetricSet, benchmark="checkpoint"):
     save_s = Metric("s", "lower", "time of one save, made durable (fsync)")
     load_s = Metric("s", "lower", "time of one load, page cache dropped before it")
     async_block_s = Metric("s", "lower", "time dcp.async_save blocks training (staging)")
+    async_total_s = Metric(
+        "s", "lower", "time from dcp.async_save's call until its files are written"
+    )
     async_stall_pct = Metric(
         "%", "none", "how much slower training steps run while an async save writes"
     )
     free_space_gb = Metric("GB", "none", "free space of the folder checkpoints are written to")
+    fit_gbps = Metric("GB/s", "higher", "β of t = α + S/β fitted over the sizes measured")
+    fit_latency_s = Metric(
+        "s", "lower", "α of t = α + S/β: the fixed seconds of one operation",
+        only_when="two or more sizes measured",
+    )  # fmt: skip
+    fit_error_pct = Metric(
+        "%", "none", "error of the fit on the smaller sizes at the largest one (held out)",
+        only_when="three or more sizes measured",
+    )  # fmt: skip
+    predicted_s = Metric(
+        "s", "lower", "seconds for a model's checkpoint: α + N·B/β (docs/reference.md)"
+    )
 
 
 @dataclass(kw_only=True, slots=True)
@@ -80,8 +101,24 @@ class CheckpointConfig:
     directory: str = ""
     """Existing folder to write under ('' = the node's temp dir); a shared filesystem here
     measures it.  Several nodes need a shared folder (DCP's ranks read each other's files)."""
-    repeats: int = 3
-    """Saves and loads per format."""
+    max_bytes: int = 2 * 2**30
+    """Most bytes a format writes at once: the first whole parameters of the state, each with
+    its optimizer state, up to this; 0 = the whole state (the full-size save)."""
+    num_sizes: int = 3
+    """State sizes per format, each half the next: the fit t = α + S/β needs 2; from 3 the
+    smaller ones also predict the largest (the fit's held-out error); 1 = the largest alone."""
+    warmup: int = 1
+    """Untimed rounds per format, at its smallest size: the first call of a format pays for
+    imports, allocations and thread pools that later ones do not."""
+    repeats: int = 5
+    """Most saves and loads per size and format (fewer once their spread is small)."""
+    min_repeats: int = 2
+    """Fewest saves and loads per size and format."""
+    target_cv: float = 0.05
+    """Stop repeating a size once its save and load times vary by at most this (stdev/mean)."""
+    predict_params_b: list[float] = field(default_factory=lambda: [7.0, 70.0])
+    """Model sizes, in billions of parameters, whose checkpoint times are predicted (besides
+    the workload's own)."""
     stall_steps: int = 5
     """Training steps timed with and without an async save running."""
     batch_size: int = 1
@@ -92,36 +129,38 @@ class CheckpointConfig:
     def __post_init__(self) -> None:
         if not self.formats:
             raise ValueError("formats must not be empty")
-        for name in ("repeats", "stall_steps", "batch_size", "num_checked"):
+        for name in ("repeats", "min_repeats", "num_sizes", "stall_steps", "batch_size",
+                     "num_checked"):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be >= 0, got {self.warmup}")
+        if self.max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0 (0 = the whole state), got {self.max_bytes}")
+        if self.target_cv < 0:
+            raise ValueError(f"target_cv must be >= 0, got {self.target_cv}")
+        if any(b <= 0 for b in self.predict_params_b):
+            raise ValueError(f"predict_params_b must be > 0, got {self.predict_params_b}")
 
     @classmethod
     def preset(cls, *, suite: str, device_type: str) -> Self:
         """Settings of ``suite`` (quick, standard, full) on ``device_type`` (cuda, cpu)."""
         check_suite(suite, device_type)
-        repeats = 1 if suite == "quick" else 3
         if device_type == "cpu":
-            return cls(model="tiny", repeats=repeats, stall_steps=3)
-        return cls(model="125m" if suite == "quick" else "1.3b", repeats=repeats)
-
-
-@dataclass(kw_only=True)
-class _Run:
-    """What every format needs: the context, settings, state, folder and DCP's process group."""
-
-    ctx: DistContext
-    cfg: CheckpointConfig
-    step: Trainer
-    batch: Batch
-    state: dict[str, Any]
-    size_bytes: int
-    root: Path
-    group: Any
+            # a 2 MB state: latency-bound, its spread rarely small; 3 rounds at most per size
+            return cls(model="tiny", repeats=3, stall_steps=3)
+        if suite == "quick":
+            return cls(model="125m", max_bytes=2**30, repeats=3)
+        if suite == "full":  # the real full-size save of the 1.3b state (15.9 GiB), and half
+            return cls(model="1.3b", max_bytes=0, num_sizes=2, repeats=2)
+        # 3 rounds at most a size: on the H200's disk a save's spread stayed 15-19% in 5
+        # rounds (2026-12-02), so more rounds bought time, not a stop
+        return cls(model="1.3b", repeats=3)
 
 
 def checkpoint(ctx: DistContext, cfg: CheckpointConfig) -> Iterator[Measurement]:
-    """Checkpoint save/load GB/s (torch.save, safetensors, DCP sync and async) and async stall."""
+    """Checkpoint save/load GB/s per format and state size, the α–β fit of each, the predicted
+    seconds of whole checkpoints, and what an async save blocks and slows."""
     if ctx.num_nodes > 1 and not cfg.directory and any(f in _DCP for f in cfg.formats):
         raise ValueError(
             "checkpoint: DCP on several nodes needs a shared `directory` "
@@ -132,276 +171,230 @@ def checkpoint(ctx: DistContext, cfg: CheckpointConfig) -> Iterator[Measurement]
     step = make_train_step(workload, precision="bf16" if ctx.is_cuda else "fp32")
     batch = workload.make_batch(cfg.batch_size)
     step.step([batch])  # the optimizer state exists after one step
-    state = _state_dict(step)
-    with _shared_dir(ctx, cfg) as root, _gloo_group(ctx) as group:
-        run = _Run(
-            ctx=ctx,
-            cfg=cfg,
-            step=step,
-            batch=batch,
-            state=state,
-            size_bytes=io.nbytes(state),
-            root=root,
-            group=group,
-        )
+    state = state_dict_of(step)
+    layout = _Layout.of(step, state, cfg)
+    with shared_dir(ctx, cfg.directory) as root, gloo_group(ctx) as group:
+        run = Run(ctx=ctx, step=step, batch=batch, state=state, root=root, group=group,
+                  num_checked=cfg.num_checked, stall_steps=cfg.stall_steps)  # fmt: skip
         if ctx.rank == 0:
-            yield _free_space(run)
+            yield _free_space(run, layout, cfg)
         ctx.progress.advance()
+        points = _Count(total=len(cfg.formats) * cfg.num_sizes)
         for fmt in cfg.formats:
-            yield from _FORMATS[fmt](run)
+            if points.done and ctx.budget.agree_expired(ctx):  # rank 0 decides, barriers in step
+                points.stopped = True
+                break
+            yield from _format(run, cfg, SPECS[fmt], layout, points)
             ctx.barrier()
+            # rank 0 counted (and stopped) its own formats alone
+            points.done, points.stopped = ctx.broadcast_from_root((points.done, points.stopped))
             ctx.progress.advance()
+        if points.stopped:
+            ctx.budget.stopped(done=points.done, total=points.total, unit="format x size points")
 
 
-def _state_dict(step: Trainer) -> dict[str, Any]:
-    from torch.distributed.checkpoint.state_dict import get_state_dict
+@dataclass(kw_only=True, slots=True)
+class _Count:
+    """Format x size points measured, of those planned (the time budget stops between them)."""
 
-    model_sd, optim_sd = get_state_dict(step.model, step.optimizer)
-    return {"model": model_sd, "optim": optim_sd}
-
-
-@contextmanager
-def _shared_dir(ctx: DistContext, cfg: CheckpointConfig) -> Iterator[Path]:
-    """One folder for all ranks, made by rank 0; every rank removes it at the end."""
-    if cfg.directory and not Path(cfg.directory).is_dir():
-        raise ValueError(f"checkpoint: directory {cfg.directory!r} is not an existing folder")
-    made = (
-        tempfile.mkdtemp(prefix="clusterbench-ckpt-", dir=cfg.directory or None)
-        if ctx.rank == 0
-        else None
-    )
-    path = Path(ctx.broadcast_from_root(made))
-    path.mkdir(parents=True, exist_ok=True)  # another node's view of a shared folder
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)  # peers may remove the same files first
+    done: int = 0
+    total: int
+    stopped: bool = False
 
 
-@contextmanager
-def _gloo_group(ctx: DistContext) -> Iterator[Any]:
-    """A gloo group for DCP: async_save's background thread needs a CPU backend."""
-    if not (dist.is_available() and dist.is_initialized()):
-        yield None
-        return
-    with ctx.waiting_for_peers():
-        group = dist.new_group(backend="gloo")
-    try:
-        yield group
-    finally:
-        dist.destroy_process_group(group)
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Layout:
+    """The workload's checkpoint: its parameters, bytes per parameter with and without the
+    optimizer state, and the models whose checkpoints are predicted."""
+
+    num_params: int
+    state_bytes: int
+    bytes_per_param: dict[str, float]
+    models: list[fit.ModelSize]
+
+    @classmethod
+    def of(cls, step: Trainer, state: dict[str, Any], cfg: CheckpointConfig) -> _Layout:
+        num_params = sum(p.numel() for p in step.model.parameters())  # shared ones once
+        state_bytes = io.nbytes(state)
+        weights = io.nbytes(io.unique(state["model"]))
+        return cls(
+            num_params=num_params,
+            state_bytes=state_bytes,
+            bytes_per_param={STATES[0]: state_bytes / num_params, STATES[1]: weights / num_params},
+            models=fit.model_sizes(workload=str(cfg.model), workload_params=num_params,
+                                   billions=cfg.predict_params_b),
+        )  # fmt: skip
 
 
-def _io_measurements(
-    run: _Run, *, fmt: Format, size_bytes: int, saves: list[float], loads: list[float]
+def _trees(full: Any, cfg: CheckpointConfig, *, weights_only: bool) -> list[Any]:
+    """The states one format writes, smallest first: ``num_sizes`` sizes halving from the
+    largest (``max_bytes``, or the whole state), each a distinct size."""
+    whole = io.nbytes(full)
+    largest = whole if cfg.max_bytes == 0 else min(cfg.max_bytes, whole)
+    bound = io.bounded_weights if weights_only else io.bounded_state
+    trees: dict[int, Any] = {}
+    for target in fit.halving_sizes(largest, cfg.num_sizes):
+        tree = bound(full, target)
+        trees.setdefault(io.nbytes(tree), tree)
+    return [trees[size] for size in sorted(trees)]
+
+
+@dataclass(frozen=True, slots=True)
+class _Point:
+    size_bytes: int
+    samples: dict[str, list[float]]
+
+
+def _format(
+    run: Run, cfg: CheckpointConfig, spec: FormatSpec, layout: _Layout, count: _Count
 ) -> Iterator[Measurement]:
-    params: dict[str, ParamValue] = {"format": fmt, "size_bytes": size_bytes}
-    if fmt in _DCP:
+    """Every size of one format, then its fits and predictions (rank 0 records them); the
+    time budget stops it between sizes (rank 0's clock: alone for its own formats, agreed
+    with every rank for DCP's)."""
+    if not spec.collective and run.ctx.rank != 0:
+        return  # rank 0 saves, as DDP scripts do; the others wait at the barrier
+    if spec.collective:
+        replicate(run)  # once: saves and loads leave the state as it is
+    full = io.unique(run.state["model"]) if spec.weights_only else run.state
+    trees = _trees(full, cfg, weights_only=spec.weights_only)
+    expected = io.sample(trees[0], cfg.num_checked)
+    for r in range(cfg.warmup):
+        spec.round_(run, trees[0], run.root / f"{spec.name}-warmup-{r}", expected)
+    points: list[_Point] = []
+    budget = run.ctx.budget
+    for i, tree in enumerate(trees):
+        if points and (budget.agree_expired(run.ctx) if spec.collective else budget.expired()):
+            count.stopped = True
+            break
+        point = _Point(io.nbytes(tree), _rounds(run, cfg, spec, tree, tag=f"{spec.name}-{i}"))
+        points.append(point)
+        count.done += 1
+        if run.ctx.rank == 0:
+            yield from _point_measurements(run, spec, point)
+    if run.ctx.rank == 0:
+        yield from _stall_measurement(run, spec, points[-1])
+        yield from _fit_measurements(run, spec, points, layout)
+
+
+def _rounds(
+    run: Run, cfg: CheckpointConfig, spec: FormatSpec, tree: Any, *, tag: str
+) -> dict[str, list[float]]:
+    """Rounds of one size until :func:`checkpoint_fit.is_stable` (rank 0 decides for DCP)."""
+    expected = io.sample(tree, cfg.num_checked)  # the state does not change between rounds
+    samples: dict[str, list[float]] = {}
+    while True:
+        got = spec.round_(run, tree, run.root / f"{tag}-{len(samples.get(spec.ops[0], []))}",
+                          expected)  # fmt: skip
+        for key, value in got.items():
+            samples.setdefault(key, []).append(value)
+        stop = fit.is_stable([samples[op] for op in spec.ops], min_repeats=cfg.min_repeats,
+                             max_repeats=cfg.repeats, target_cv=cfg.target_cv)  # fmt: skip
+        if spec.collective:
+            stop = run.ctx.broadcast_from_root(stop)
+        if stop:
+            return samples
+
+
+def _base_params(run: Run, spec: FormatSpec) -> dict[str, ParamValue]:
+    params: dict[str, ParamValue] = {"format": spec.name}
+    if spec.collective:
         params["num_ranks"] = run.ctx.world_size
-    for kind, samples in (("save", saves), ("load", loads)):
-        if not samples:
-            continue
+    return params
+
+
+def _point_measurements(run: Run, spec: FormatSpec, point: _Point) -> Iterator[Measurement]:
+    """GB/s and seconds of one size's saves and loads, or of its async saves."""
+    params = {**_base_params(run, spec), "size_bytes": point.size_bytes}
+    c = CheckpointMetrics
+    if spec.name == "dcp_async":
+        params["steps"] = run.stall_steps
+        for metric, key in ((c.async_block_s, "async_block"), (c.async_total_s, "async_total")):
+            stats = Stats.from_samples(point.samples[key])
+            yield run.ctx.measurement(metric, value=stats.median, params=params, stats=stats)
+        return
+    for op in spec.ops:
+        samples = point.samples[op]
         # GB/s = bytes / t / 1e9
-        gbps = rate_stats(samples, work=size_bytes, scale=1e9)
-        yield run.ctx.measurement(
-            CheckpointMetrics.get(f"{kind}_gbps"), value=gbps.median, params=params, stats=gbps
-        )
+        gbps = rate_stats(samples, work=point.size_bytes, scale=1e9)
+        yield run.ctx.measurement(c.get(f"{op}_gbps"), value=gbps.median, params=params, stats=gbps)
         secs = Stats.from_samples(samples)
-        yield run.ctx.measurement(
-            CheckpointMetrics.get(f"{kind}_s"), value=secs.median, params=params, stats=secs
-        )
+        yield run.ctx.measurement(c.get(f"{op}_s"), value=secs.median, params=params, stats=secs)
 
 
-def _torch_format(run: _Run) -> Iterator[Measurement]:
-    yield from _rank0_round_trips(
-        run, fmt="torch", tree=run.state, path=run.root / "state.pt", save=_torch_save,
-        load=lambda path: torch.load(path, map_location="cpu", weights_only=True),
-    )  # fmt: skip
-
-
-def _rank0_round_trips(
-    run: _Run, *, fmt: Format, tree: Any, path: Path, save: Callable[[Any, Path], None],
-    load: Callable[[Path], Any],
-) -> Iterator[Measurement]:  # fmt: skip
-    """Rank 0 saves ``tree`` and loads it back ``repeats`` times, checking every load; the
-    other ranks wait at the benchmark's barrier (rank 0 saves, as DDP scripts do)."""
-    if run.ctx.rank != 0:
+def _stall_measurement(run: Run, spec: FormatSpec, point: _Point) -> Iterator[Measurement]:
+    """How much slower training steps ran during the async saves of the largest size."""
+    if "stall_pct" not in point.samples:
         return
-    expected = io.sample(tree, run.cfg.num_checked)  # the state does not change between rounds
-    saves, loads = [], []
-    for _ in range(run.cfg.repeats):
-        saves.append(wall_clock(lambda: save(tree, path))[1])
-        io.drop_cache([path])  # outside the clock, as for DCP
-        loaded, t = wall_clock(lambda: load(path))
-        loads.append(t)
-        io.check(expected, loaded, fmt=fmt)
-        del loaded
-        path.unlink()
-    size = io.nbytes(tree)
-    yield from _io_measurements(run, fmt=fmt, size_bytes=size, saves=saves, loads=loads)
-
-
-def _torch_save(state: dict[str, Any], path: Path) -> None:
-    with open(path, "wb") as fh:
-        torch.save(state, fh)
-    io.fsync_files([path])
-
-
-def _safetensors_save(weights: dict[str, torch.Tensor], path: Path) -> None:
-    from safetensors.torch import save_file
-
-    save_file(weights, str(path))
-    io.fsync_files([path])
-
-
-def _safetensors_format(run: _Run) -> Iterator[Measurement]:
-    from safetensors.torch import load_file
-
-    yield from _rank0_round_trips(
-        run, fmt="safetensors", tree=io.unique(run.state["model"]),
-        path=run.root / "model.safetensors", save=_safetensors_save,
-        load=lambda path: load_file(str(path), device="cpu"),
-    )  # fmt: skip
-
-
-def _dcp_format(run: _Run) -> Iterator[Measurement]:
-    _replicate(run)  # once: saves and loads leave the state as it is
-    expected = io.sample(run.state, run.cfg.num_checked)
-    saves, loads = [], []
-    for r in range(run.cfg.repeats):
-        save_s, load_s = _dcp_round(run, path=run.root / f"dcp-{r}", expected=expected)
-        saves.append(save_s)
-        loads.append(load_s)
-    if run.ctx.rank == 0:
-        yield from _io_measurements(
-            run, fmt="dcp", size_bytes=run.size_bytes, saves=saves, loads=loads
-        )
-
-
-def _dcp_round(run: _Run, *, path: Path, expected: dict[str, torch.Tensor]) -> tuple[float, float]:
-    """One synchronous DCP save and load into zeroed tensors, checked; seconds of each."""
-    import torch.distributed.checkpoint as dcp
-
-    save_s = _collective_time(
-        run, lambda: dcp.save(run.state, checkpoint_id=path, process_group=run.group)
+    params = {**_base_params(run, spec), "size_bytes": point.size_bytes, "steps": run.stall_steps}
+    stats = Stats.from_samples(point.samples["stall_pct"])
+    yield run.ctx.measurement(
+        CheckpointMetrics.async_stall_pct, value=stats.median, params=params, stats=stats
     )
-    io.drop_cache(io.files(path))  # DCP fsyncs its files itself, inside the clock
-    target = io.zeros_like(run.state)
-    load_s = _collective_time(
-        run, lambda: dcp.load(target, checkpoint_id=path, process_group=run.group)
-    )
-    io.check(expected, target, fmt="dcp")
-    run.ctx.barrier()
-    if run.ctx.rank == 0:
-        shutil.rmtree(path)
-    return save_s, load_s
 
 
-def _replicate(run: _Run) -> None:
-    """Rank 0's values on every rank, as DDP keeps them (each rank trains on its own batch
-    here): DCP then writes each replicated tensor once and any rank's copy is the right one."""
-    if run.group is None or run.ctx.world_size == 1:
-        return
-    with run.ctx.waiting_for_peers():
-        for t in io.tensors(run.state).values():  # CPU tensors (AdamW's step) go through gloo
-            dist.broadcast(t, src=0, group=run.group if t.device.type == "cpu" else None)
+def _fit_measurements(
+    run: Run, spec: FormatSpec, points: list[_Point], layout: _Layout
+) -> Iterator[Measurement]:
+    """The fit of each operation over the sizes, its held-out error, and the predicted seconds
+    of each model's checkpoint (async: the blocking part and the part hidden behind training)."""
+    c = CheckpointMetrics
+    sizes = [p.size_bytes for p in points]
+    base = {**_base_params(run, spec), "num_sizes": len(points), "max_size_bytes": max(sizes)}
+    fits: dict[str, fit.Fit] = {}
+    for op in spec.ops:
+        all_sizes = [p.size_bytes for p in points for _ in p.samples[op]]
+        all_seconds = [t for p in points for t in p.samples[op]]
+        fits[op] = line = fit.fit_line(all_sizes, all_seconds)
+        params = {**base, "op": op}
+        yield run.ctx.measurement(c.fit_gbps, value=line.gbps, params=params)
+        if len(points) >= 2:
+            yield run.ctx.measurement(c.fit_latency_s, value=line.alpha_s, params=params)
+        error = fit.held_out_error_pct(all_sizes, all_seconds)
+        if error is not None:
+            yield run.ctx.measurement(c.fit_error_pct, value=error, params=params)
+    states = STATES[1:] if spec.weights_only else STATES
+    for model in layout.models:
+        for state in states:
+            per_param = layout.bytes_per_param[state]
+            params = {
+                **_base_params(run, spec), "model": model.label, "num_params": model.num_params,
+                "state": state, "bytes_per_param": round(per_param, 4),
+                "checkpoint_bytes": round(model.num_params * per_param),
+            }  # fmt: skip
+            for op, seconds in _predicted(fits, num_params=model.num_params,
+                                          bytes_per_param=per_param).items():  # fmt: skip
+                yield run.ctx.measurement(c.predicted_s, value=seconds,
+                                          params={**params, "op": op})  # fmt: skip
 
 
-def _collective_time(run: _Run, fn: Callable[[], Any]) -> float:
-    """Seconds from a common start until the last rank is done."""
-    run.ctx.barrier()
-    t0 = time.perf_counter()
-    fn()
-    run.ctx.barrier()
-    return time.perf_counter() - t0
-
-
-def _dcp_async_format(run: _Run) -> Iterator[Measurement]:
-    blocks, stalls = [], []
-    for r in range(run.cfg.repeats):
-        block_s, stall_pct = _async_round(run, path=run.root / f"dcp-async-{r}")
-        blocks.append(block_s)
-        stalls.append(stall_pct)
-    if run.ctx.rank != 0:
-        return
-    params: dict[str, ParamValue] = {
-        "format": "dcp_async",
-        "size_bytes": run.size_bytes,
-        "num_ranks": run.ctx.world_size,
-        "steps": run.cfg.stall_steps,
+def _predicted(
+    fits: dict[str, fit.Fit], *, num_params: int, bytes_per_param: float
+) -> dict[str, float]:
+    """Seconds per operation; an async save's total becomes its hidden part (total - block)."""
+    out = {
+        op: fit.predicted_seconds(line, num_params=num_params, bytes_per_param=bytes_per_param)
+        for op, line in fits.items()
     }
-    for metric, samples in (
-        (CheckpointMetrics.async_block_s, blocks),
-        (CheckpointMetrics.async_stall_pct, stalls),
-    ):
-        stats = Stats.from_samples(samples)
-        yield run.ctx.measurement(metric, value=stats.median, params=params, stats=stats)
-
-
-def _async_round(run: _Run, *, path: Path) -> tuple[float, float]:
-    """Seconds async_save blocks, and the % by which steps slow down while it writes."""
-    import torch.distributed.checkpoint as dcp
-
-    quiet = _step_times(run)
-    _replicate(run)
-    expected = io.sample(run.state["model"], run.cfg.num_checked)
-    run.ctx.barrier()
-    response: Any  # a Future, or an AsyncSaveResponse holding one (upload_completion)
-    response, block_s = wall_clock(
-        lambda: dcp.async_save(run.state, checkpoint_id=path, process_group=run.group)
-    )
-    busy = _step_times(run)
-    getattr(response, "upload_completion", response).result()
-    run.ctx.barrier()
-    _check_async(run, path=path, expected=expected)
-    run.ctx.barrier()
-    if run.ctx.rank == 0:
-        shutil.rmtree(path)
-    # stall % = (mean step time during the save / mean step time without one - 1) x 100
-    return block_s, 100.0 * (sum(busy) / sum(quiet) - 1.0)
-
-
-def _step_times(run: _Run) -> list[float]:
-    out = []
-    for _ in range(run.cfg.stall_steps):
-        synchronize(run.ctx.device)
-        t0 = time.perf_counter()
-        run.step.step([run.batch])
-        synchronize(run.ctx.device)
-        out.append(time.perf_counter() - t0)
+    if "async_total" in out:
+        out["async_hidden"] = max(0.0, out.pop("async_total") - out["async_block"])
     return out
 
 
-def _check_async(run: _Run, *, path: Path, expected: dict[str, torch.Tensor]) -> None:
-    """Load the sampled model tensors back: the values at the call, not after later steps."""
-    import torch.distributed.checkpoint as dcp
-
-    model = run.state["model"]
-    target = {"model": {k: torch.zeros_like(model[k]) for k in expected}}
-    dcp.load(target, checkpoint_id=path, process_group=run.group)
-    io.check({f"model/{k}": v for k, v in expected.items()}, target, fmt="dcp_async")
-
-
-def _free_space(run: _Run) -> Measurement:
+def _free_space(run: Run, layout: _Layout, cfg: CheckpointConfig) -> Measurement:
+    """Free space where the checkpoints go (judged against the whole checkpoint); an error
+    when even the largest state this run writes does not fit."""
     usage = shutil.disk_usage(run.root)
-    if usage.free < run.size_bytes:
+    needed = layout.state_bytes if cfg.max_bytes == 0 else min(cfg.max_bytes, layout.state_bytes)
+    if usage.free < needed:
         raise RuntimeError(
             f"checkpoint: {run.root} has {usage.free / 1e9:.1f} GB free, the "
-            f"checkpoint needs {run.size_bytes / 1e9:.3g} GB"
+            f"checkpoint needs {needed / 1e9:.3g} GB"
         )
     params: dict[str, ParamValue] = {
         "directory": str(run.root.parent),
         "filesystem": io.filesystem_of(run.root),
-        "checkpoint_bytes": run.size_bytes,
+        "checkpoint_bytes": layout.state_bytes,
     }
     return run.ctx.measurement(
         CheckpointMetrics.free_space_gb, value=usage.free / 1e9, params=params
     )
-
-
-_FORMATS: dict[Format, Callable[[_Run], Iterator[Measurement]]] = {
-    "torch": _torch_format,
-    "safetensors": _safetensors_format,
-    "dcp": _dcp_format,
-    "dcp_async": _dcp_async_format,
-}

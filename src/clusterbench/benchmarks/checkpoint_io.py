@@ -1,23 +1,28 @@
-"""Helpers of the ``checkpoint`` benchmark: walking a nested state dict, sampling and comparing
-tensors, making files durable and cold, and the filesystem type of a folder."""
+"""Helpers of the ``checkpoint`` benchmark: walking a nested state dict, bounding it to a size,
+sampling and comparing tensors, making files durable and cold, and the filesystem type of a
+folder."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Hashable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
 from clusterbench.hardware.sysfs import mount_of, read_text
 
 __all__ = [
+    "bounded_state",
+    "bounded_weights",
     "check",
     "drop_cache",
     "files",
     "filesystem_of",
     "fsync_files",
     "nbytes",
+    "pick_within",
     "sample",
     "tensors",
     "unique",
@@ -43,7 +48,66 @@ def tensors(tree: Any, prefix: str = "") -> dict[str, torch.Tensor]:
 
 
 def nbytes(tree: Any) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors(tree).values())
+    """Bytes of the tensors in ``tree``, a tensor held under two keys (tied weights) once:
+    torch.save writes one storage once."""
+    seen: set[tuple[int, int, int]] = set()
+    total = 0
+    for t in tensors(tree).values():
+        size = t.numel() * t.element_size()
+        ident = (t.untyped_storage().data_ptr(), int(t.storage_offset()), size)
+        if size and ident in seen:
+            continue
+        seen.add(ident)
+        total += size
+    return total
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+def pick_within(costs: Sequence[tuple[K, int]], budget: int) -> list[K]:
+    """The keys, in order, whose costs fit in ``budget`` taken greedily (one that does not fit
+    is passed over, the next may fit); the cheapest alone when none fits."""
+    picked: list[K] = []
+    total = 0
+    for key, cost in costs:
+        if total + cost <= budget:
+            picked.append(key)
+            total += cost
+    if not picked and costs:
+        picked.append(min(costs, key=lambda kc: kc[1])[0])
+    return picked
+
+
+def bounded_state(state: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+    """The part of a ``{"model": ..., "optim": ...}`` state (``get_state_dict``'s) of at most
+    ``max_bytes``: whole parameters, each with its optimizer state (AdamW's exp_avg,
+    exp_avg_sq, step), in the model's order; the whole state when it fits."""
+    if nbytes(state) <= max_bytes:
+        return state
+    model, optim = state["model"], state["optim"]
+    per_param = optim.get("state", {})
+    costs = [(k, nbytes([t, per_param.get(k, {})])) for k, t in model.items()]
+    keep = set(pick_within(costs, max_bytes))
+    groups = [
+        {**g, "params": [p for p in g.get("params", []) if p in keep]}
+        for g in optim.get("param_groups", [])
+    ]
+    return {
+        "model": {k: t for k, t in model.items() if k in keep},
+        "optim": {
+            "state": {k: v for k, v in per_param.items() if k in keep},
+            "param_groups": groups,
+        },
+    }
+
+
+def bounded_weights(weights: dict[str, torch.Tensor], max_bytes: int) -> dict[str, torch.Tensor]:
+    """The first whole tensors of a flat dict (safetensors' weights) of at most ``max_bytes``."""
+    if nbytes(weights) <= max_bytes:
+        return weights
+    keep = set(pick_within([(k, nbytes(t)) for k, t in weights.items()], max_bytes))
+    return {k: t for k, t in weights.items() if k in keep}
 
 
 def sample(tree: Any, num: int) -> dict[str, torch.Tensor]:

@@ -54,6 +54,7 @@ from clusterbench.benchmarks.collectives_settings import (
     CollectivesMetrics,
     DtypeAlias,
 )
+from clusterbench.benchmarks.collectives_stop import curve_mode, size_stop, stops_finding
 from clusterbench.benchmarks.collectives_timing import Mode, group_gather, time_mode
 from clusterbench.benchmarks.collectives_tune import tune_sweep
 from clusterbench.benchmarks.pair_plan import (
@@ -70,6 +71,7 @@ from clusterbench.benchmarks.pair_rounds import (
     fleet_facts,
     plan_finding,
 )
+from clusterbench.benchmarks.sweep_stop import SweepStop
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.timing import rate_stats
 from clusterbench.schema import Finding, Measurement, ParamValue, Reference, Stats
@@ -104,13 +106,25 @@ def collectives(ctx: DistContext, cfg: CollectivesConfig) -> Iterator[Measuremen
     work = [len(_modes_for(ctx, cfg, s)) for st in steps for s in st.sizes]
     retest_work = RETESTS * len(cfg.ops) * len(cfg.modes) if strategy == "sparse" else 0
     ctx.progress.start(sum(work) + (retest_work if pair_steps else 0) or 1)
+    done = [0]  # sizes measured; the time budget is checked before each (rank 0 decides)
+    stops: list[SweepStop] = []  # the op/group sweeps this rank records that hit the plateau
     for step in steps:
-        if step.h.spec.kind != "node_pairs":
-            yield from _sweep(ctx, cfg, step)
-    if any(k == "node_pairs" for k in cfg.groups) and ctx.num_nodes > 2:
+        go = step.h.spec.kind != "node_pairs"  # the first size always runs, then rank 0 says
+        if go and not (done[0] and ctx.budget.agree_expired(ctx)):
+            yield from _sweep(ctx, cfg, step, done=done, stops=stops)
+    pairs = any(k == "node_pairs" for k in cfg.groups) and ctx.num_nodes > 2
+    if pairs and not ctx.budget.agree_expired(ctx):
         yield from _node_pairs(ctx, cfg, steps=pair_steps, strategy=strategy, survey=survey)
     ctx.barrier()  # every rank is done with every group before any is destroyed
     destroy_groups(handles)
+    if stops:
+        yield stops_finding(cfg, stops, scope=f"host:{ctx.host}/{ctx.device_label}")
+    if ctx.budget.agree_expired(ctx):  # the tuning sweep, if asked, counts as one point more
+        total = sum(len(s.sizes) for s in steps if s.h.spec.kind != "node_pairs") + cfg.tune
+        if done[0] < total:
+            unit = "sizes of the sweep" + (" and its tuning sweep" if cfg.tune else "")
+            ctx.budget.stopped(done=done[0], total=total, unit=unit)
+        return
     if cfg.tune:  # NCCL's settings against its defaults (collectives_tune), on the world
         budget = cfg.memory_fraction * _min_free_bytes(ctx)
         yield from tune_sweep(ctx, cfg, budget_bytes=budget)
@@ -188,9 +202,22 @@ def _modes_for(ctx: DistContext, cfg: CollectivesConfig, size_bytes: int) -> lis
     ]
 
 
-def _sweep(ctx: DistContext, cfg: CollectivesConfig, step: _Step) -> Iterator[Measurement]:
+def _sweep(
+    ctx: DistContext,
+    cfg: CollectivesConfig,
+    step: _Step,
+    *,
+    done: list[int] | None = None,
+    stops: list[SweepStop] | None = None,
+) -> Iterator[Measurement]:
     num_wrong, emulate, graph_ok = 0, False, True
-    for size in step.sizes:
+    # the busbw of each size, on every group rank: the plateau stops them all at one size
+    followed = curve_mode(cfg) if stops is not None else None
+    busbw: list[float] = []
+    for i, size in enumerate(step.sizes):
+        if done and done[0] and ctx.budget.agree_expired(ctx, group=step.h.group,
+                                                         src=step.h.global_rank(0)):  # fmt: skip
+            break  # the group's rank 0 says the budget is spent: every member stops here
         op, wrong, emulate = _checked_op(ctx, cfg, step=step, size_bytes=size, emulate=emulate)
         num_wrong += wrong
         where = f"in {op.name} of {format_bytes(size)} on group {step.h.spec.name}"
@@ -206,11 +233,21 @@ def _sweep(ctx: DistContext, cfg: CollectivesConfig, step: _Step) -> Iterator[Me
                     )  # fmt: skip
                 graph_ok = graph_ok and not (mode == "graph" and samples is None)
                 if samples is not None:
-                    yield from _emit(ctx, cfg, h=step.h, op=op, mode=mode, samples=samples)
+                    yield from _emit(ctx, cfg, h=step.h, op=op, mode=mode, samples=samples,
+                                     curve=busbw if mode == followed else None)  # fmt: skip
                 ctx.progress.advance()
         del op
+        if done is not None:
+            done[0] += 1
         if ctx.is_cuda and size >= _EMPTY_CACHE_BYTES:
             torch.cuda.empty_cache()  # cached blocks of this size would not fit the next one
+        sweep = f"{step.op} on {step.h.spec.name}"
+        stop = size_stop(cfg, sweep=sweep, sizes=step.sizes, busbw=busbw) if followed else None
+        if stop is not None and stops is not None:
+            ctx.progress.advance(sum(len(_modes_for(ctx, cfg, s)) for s in step.sizes[i + 1 :]))
+            if step.h.group_rank == 0:
+                stops.append(stop)
+            break
     if step.sizes:
         total = int(group_gather(ctx, step.h, [float(num_wrong)]).sum())
         if step.h.group_rank == 0:
@@ -268,8 +305,12 @@ def _emit(
     op: CollectiveOp,
     mode: Mode,
     samples: list[float],
+    curve: list[float] | None = None,
 ) -> Iterator[Measurement]:
     times = group_gather(ctx, h, samples)  # seconds per op, (ranks x samples)
+    if curve is not None:  # every group rank: the same gathered times give the same busbw
+        t = float(times.mean(dim=1).mean())
+        curve.append(algbw_gbps(op.size_bytes, t) * bus_factor(op.name, h.size))
     if h.group_rank != 0:
         return
     per_rank = times.mean(dim=1)

@@ -16,6 +16,7 @@ from clusterbench.benchmarks.collectives_ops import OPS, Dtype, OpName
 from clusterbench.benchmarks.collectives_timing import Mode
 from clusterbench.benchmarks.pair_plan import DEFAULT_PARTNERS, PairStrategy
 from clusterbench.benchmarks.presets import check_suite
+from clusterbench.benchmarks.sweep_stop import PlateauRule
 from clusterbench.metrics import Metric, MetricSet
 
 if TYPE_CHECKING:
@@ -119,6 +120,15 @@ class CollectivesConfig:
     """Largest size timed in graph mode (it is for small-message latency)."""
     memory_fraction: float = 0.7
     """Share of the free memory (the least over ranks) the largest buffers may take."""
+    sweep_stop: bool = True
+    """Stop growing the sizes of an op and group at the busbw plateau (``plateau_*``;
+    :mod:`.collectives_stop`); False: every size (the full suite, and CPU workers)."""
+    plateau_tolerance: float = 0.05
+    """A size adding less than this fraction to the best busbw before it is flat."""
+    plateau_patience: int = 2
+    """Flat sizes in a row that end the sweep of an op and group."""
+    plateau_min_bytes: int = 1 * _MIB
+    """Sizes below this always run (latency-bound: their busbw climbs with the size)."""
     tune: bool = False
     """After the size sweep, time NCCL's defaults against each NCCL_ALGO x NCCL_PROTO (and
     channel count) on the world, each in a communicator of its own, proven from NCCL's log;
@@ -166,6 +176,13 @@ class CollectivesConfig:
         if self.pair_partners < 2:
             raise ValueError(f"pair_partners must be >= 2, got {self.pair_partners}")
         self._check_tune()
+        self.plateau()  # checks plateau_tolerance and plateau_patience
+        if self.plateau_min_bytes < 0:
+            raise ValueError(f"plateau_min_bytes must be >= 0, got {self.plateau_min_bytes}")
+
+    def plateau(self) -> PlateauRule:
+        """The rule that stops the size sweep of an op and group."""
+        return PlateauRule(tolerance=self.plateau_tolerance, patience=self.plateau_patience)
 
     def _check_tune(self) -> None:
         for name in ("tune_ops", "tune_sizes", "tune_algos", "tune_protos", "tune_channels"):
@@ -197,6 +214,7 @@ class CollectivesConfig:
                 factor=4 if suite == "quick" else 2,
                 warmup=2,
                 iters=10 if suite == "quick" else 20,
+                sweep_stop=False,  # a short sweep, the same sizes every run (the CPU tests)
             )
         # 8 GiB: docs/reference.md's measured 2x H200 busbw (342 GB/s all_reduce) is at 8 GiB.
         gpu_max = {"quick": 512 * _MIB, "standard": 8 * _GIB, "full": 8 * _GIB}[suite]
@@ -206,5 +224,6 @@ class CollectivesConfig:
             factor=4 if suite == "standard" else 2,
             iters=50 if full else 20,
             tune=full,
+            sweep_stop=not full,
             tune_channels=[8, 16, 32, 64] if full else [],
         )

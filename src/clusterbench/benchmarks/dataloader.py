@@ -3,9 +3,13 @@
 Per dataset ('images': encoded JPEG/PNG files decoded per sample with a random crop, flip and
 normalisation; 'tokens': a binary shard of uint16/uint32 token ids read through numpy.memmap):
 
-1. sweep num_workers x pin_memory x prefetch_factor and time the loader alone, batches moved to
-   the device included (pinning only pays off in that copy);
-2. time the training step alone on a batch already on the device (the rate it consumes);
+1. time the training step alone on a batch already on the device (the rate it consumes);
+   ``step_s`` makes the step take that long (it runs, then the rank waits out the rest), to
+   size the loader for a model whose step time is known;
+2. sweep num_workers x pin_memory x prefetch_factor and time the loader alone, batches moved to
+   the device included (pinning only pays off in that copy): worker counts 0, 1, 2, 4, ... up
+   to the cores per GPU, stopping once the loader outruns the step or the curve flattens (the
+   rule: :mod:`.dataloader_sweep`);
 3. train with the real loader at the best and at PyTorch's default settings (0 workers, no
    pinning): busy = t_step / t_wall per step, i.e. 1 - the fraction spent waiting for data.
 
@@ -15,33 +19,43 @@ dataset that fits in memory (epoch 2 on), not the storage's read rate.
 
 from __future__ import annotations
 
-import itertools
-import math
 import tempfile
-import time
 import typing
-from collections.abc import Iterator, Sized
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
-from torch.utils.data import DataLoader, Dataset, RandomSampler
+from torch.utils.data import Dataset
 
 from clusterbench.benchmarks.dataloader_datasets import ImageFormat, write_images, write_tokens
+from clusterbench.benchmarks.dataloader_sweep import (
+    DEFAULT_SETTING,
+    LoaderSetting,
+    by_workers,
+    describe_rule,
+    grid,
+    lead_setting,
+    loader_stop,
+    worker_counts,
+)
+from clusterbench.benchmarks.dataloader_timing import first_batch, gpu_busy, loader_rate
 from clusterbench.benchmarks.dataloader_workload import (
     SmallCnn,
     StepPrecision,
     load_workload,
     make_train_step,
+    padded_step,
 )
 from clusterbench.benchmarks.presets import check_suite
+from clusterbench.benchmarks.sweep_stop import PlateauRule, SweepStop, stop_finding
 from clusterbench.benchmarks.training.models import DecoderModel, VisionModel
-from clusterbench.benchmarks.training.strategies import Trainer
+from clusterbench.benchmarks.training.strategies import StepTrainer
 from clusterbench.metrics import Metric, MetricSet
 from clusterbench.runtime.dist import DistContext, cores_per_rank
-from clusterbench.runtime.timing import rate_stats, synchronize, time_op
-from clusterbench.schema import Measurement, ParamValue, Stats
+from clusterbench.runtime.timing import rate_stats, time_op
+from clusterbench.schema import Finding, Measurement, ParamValue, Stats
 
 if TYPE_CHECKING:
     from typing import Self
@@ -60,6 +74,8 @@ __all__ = [
     "gpu_busy",
     "loader_rate",
     "measure_input",
+    "sweep_settings",
+    "sweep_stop_finding",
 ]
 
 DatasetName = Literal["images", "tokens"]
@@ -89,9 +105,9 @@ _PRESETS: dict[str, dict[str, Any]] = {
                 precision="fp32"),
     "quick": dict(num_samples=1024, num_workers=[0, 4, 8], prefetch_factor=[2],
                   measure_batches=16, train_steps=12),
-    "full": dict(num_samples=4096, num_workers=[0, 2, 4, 8, 16], prefetch_factor=[2, 4, 8],
-                 measure_batches=48, train_steps=40),
-}  # "standard" on CUDA: the field defaults
+    "full": dict(num_samples=4096, prefetch_factor=[2, 4, 8], measure_batches=48,
+                 train_steps=40, sweep_stop=False),
+}  # "standard" on CUDA: the field defaults (worker counts 0, 1, 2, 4, ... up to the cores)
 # fmt: on
 
 
@@ -119,8 +135,9 @@ class DataloaderConfig:
     """Images per batch."""
     token_batch_size: int = 8
     """Token windows per batch."""
-    num_workers: list[int] = field(default_factory=lambda: [0, 2, 4, 8])
-    """Worker counts to sweep; capped by the CPU cores of one rank."""
+    num_workers: list[int] = field(default_factory=list)
+    """Worker counts to sweep, capped by the CPU cores of one rank (the cores per GPU); empty:
+    0, 1, 2, 4, ... doubling up to those cores."""
     pin_memory: list[bool] = field(default_factory=lambda: [False, True])
     """Pinning to sweep; True only on CUDA."""
     prefetch_factor: list[int] = field(default_factory=lambda: [2, 4])
@@ -133,11 +150,23 @@ class DataloaderConfig:
     """Timed training steps with the real loader, per setting."""
     precision: StepPrecision = "bf16"
     """Training step precision: 'bf16' (autocast) or 'fp32'."""
+    step_s: float = 0.0
+    """Seconds one training step is made to take (0: the workload's step as it runs here): the
+    step runs, then the rank waits out the rest, to size the loader for a known step time."""
+    sweep_stop: bool = True
+    """Stop the worker sweep once it has its answer: the loader delivers ``sufficient_margin``
+    x what the step consumes, or the curve flattens (``plateau_*``); False: every count."""
+    sufficient_margin: float = 1.5
+    """The loader is sufficient at this multiple of the samples/s the step consumes."""
+    plateau_tolerance: float = 0.10
+    """A worker count adding less than this fraction to the best samples/s before it is flat."""
+    plateau_patience: int = 2
+    """Flat worker counts in a row that end the sweep."""
 
     def __post_init__(self) -> None:
-        if not self.datasets or not self.num_workers or not self.pin_memory:
-            raise ValueError("datasets, num_workers and pin_memory must not be empty")
-        if min(self.num_workers) < 0 or min(self.prefetch_factor, default=1) < 1:
+        if not self.datasets or not self.pin_memory:
+            raise ValueError("datasets and pin_memory must not be empty")
+        if min(self.num_workers, default=0) < 0 or min(self.prefetch_factor, default=1) < 1:
             raise ValueError("num_workers must be >= 0 and prefetch_factor >= 1")
         if self.warmup_batches < 1:
             raise ValueError(f"warmup_batches must be >= 1, got {self.warmup_batches}")
@@ -146,6 +175,13 @@ class DataloaderConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.measure_batches < 1 or self.train_steps < 1 or self.seq_len < 0:
             raise ValueError("measure_batches and train_steps must be >= 1, seq_len >= 0")
+        if self.step_s < 0 or self.sufficient_margin <= 0:
+            raise ValueError("step_s must be >= 0 and sufficient_margin > 0")
+        self.plateau()  # checks plateau_tolerance and plateau_patience
+
+    def plateau(self) -> PlateauRule:
+        """The flattening rule of the worker sweep."""
+        return PlateauRule(tolerance=self.plateau_tolerance, patience=self.plateau_patience)
 
     @classmethod
     def preset(cls, *, suite: str, device_type: str) -> Self:
@@ -155,47 +191,43 @@ class DataloaderConfig:
         return cls(**_PRESETS.get(key, {}))
 
 
-@dataclass(frozen=True, slots=True)
-class LoaderSetting:
-    num_workers: int
-    pin_memory: bool
-    prefetch_factor: int | None
-    """None without workers (the DataLoader rejects it then)."""
-
-    def params(self) -> dict[str, ParamValue]:
-        return {
-            "num_workers": self.num_workers,
-            "pin_memory": self.pin_memory,
-            "prefetch_factor": self.prefetch_factor,
-        }
-
-
-DEFAULT_SETTING = LoaderSetting(num_workers=0, pin_memory=False, prefetch_factor=None)
-"""torch.utils.data.DataLoader's defaults."""
-
-
-def dataloader(ctx: DistContext, cfg: DataloaderConfig) -> Iterator[Measurement]:
+def dataloader(ctx: DistContext, cfg: DataloaderConfig) -> Iterator[Measurement | Finding]:
     """Input pipeline: DataLoader rate over files vs the training step's rate; device busy %."""
     settings = sweep_settings(cfg, device=ctx.device, cores=cores_per_rank(ctx.local_world_size))
     ctx.progress.start(len(cfg.datasets) * (len(settings) + 3))
     if cfg.data_dir and not Path(cfg.data_dir).is_dir():
         raise ValueError(f"dataloader: data_dir {cfg.data_dir!r} is not an existing folder")
+    stops: list[SweepStop] = []
+    done = 0  # loader settings timed: the time budget stops the sweep between them
     prefix = f"clusterbench-data-rank{ctx.rank}-"
     with tempfile.TemporaryDirectory(prefix=prefix, dir=cfg.data_dir or None) as root:
         for name in cfg.datasets:
+            if ctx.budget.expired():  # this rank's clock: a per-device loop, no collective
+                break
             workload, dataset, batch_size = _prepare(name, cfg=cfg, ctx=ctx, root=Path(root))
-            yield from measure_input(
-                ctx,
-                cfg,
-                dataset_name=name,
-                dataset=dataset,
-                workload=workload,
-                settings=settings,
-                batch_size=batch_size,
-            )
+            for item in measure_input(ctx, cfg, dataset_name=name, dataset=dataset,
+                                      workload=workload, settings=settings,
+                                      batch_size=batch_size, stops=stops):  # fmt: skip
+                done += DataloaderMetrics.loader_samples_per_s.matches(item)
+                yield item
             del workload, dataset
             if ctx.is_cuda:
                 torch.cuda.empty_cache()
+    if stops:
+        yield sweep_stop_finding(ctx, cfg, stops)
+    total = len(cfg.datasets) * len(settings)
+    if ctx.budget.expired() and done < total:
+        ctx.budget.stopped(done=done, total=total, unit="loader settings")
+
+
+def sweep_stop_finding(ctx: DistContext, cfg: DataloaderConfig, stops: list[SweepStop]) -> Finding:
+    """This rank's ``dataloader.sweep_stopped`` info: the rule, where each dataset stopped."""
+    return stop_finding(
+        "dataloader", stops, scope=f"host:{ctx.host}/{ctx.device_label}",
+        rule=describe_rule(margin=cfg.sufficient_margin, plateau=cfg.plateau()),
+        settings={"sufficient_margin": cfg.sufficient_margin, **cfg.plateau().params(),
+                  "step_s": cfg.step_s},
+    )  # fmt: skip
 
 
 def _prepare(
@@ -219,15 +251,12 @@ def _prepare(
 def sweep_settings(
     cfg: DataloaderConfig, *, device: torch.device, cores: int
 ) -> list[LoaderSetting]:
-    """Every combination to time; worker counts capped by ``cores``, pinning only on CUDA."""
-    workers = sorted({min(n, cores) for n in cfg.num_workers})
-    pins = sorted({p and device.type == "cuda" for p in cfg.pin_memory})
-    out = []
-    for n in workers:
-        for pin in pins:
-            for pf in sorted(set(cfg.prefetch_factor)) if n > 0 else [None]:
-                out.append(LoaderSetting(num_workers=n, pin_memory=pin, prefetch_factor=pf))
-    return out
+    """Every setting to time, in sweep order (:mod:`.dataloader_sweep`): worker counts capped
+    by ``cores`` (0, 1, 2, 4, ... up to them unless ``num_workers`` lists others), pinning only
+    on CUDA."""
+    workers = worker_counts(cfg.num_workers, cores=cores)
+    return grid(workers, pin_memory=cfg.pin_memory, prefetch_factor=cfg.prefetch_factor,
+                device=device)  # fmt: skip
 
 
 def measure_input(
@@ -239,32 +268,35 @@ def measure_input(
     workload: Workload,
     settings: list[LoaderSetting],
     batch_size: int,
+    stops: list[SweepStop] | None = None,
 ) -> Iterator[Measurement]:
-    """Loader sweep, step rate alone, then the busy fraction at the best and default settings."""
-    rates: dict[LoaderSetting, float] = {}
-    for s in settings:
-        rate, stats = loader_rate(dataset, setting=s, batch_size=batch_size, device=ctx.device,
-                                  warmup_batches=cfg.warmup_batches,
-                                  measure_batches=cfg.measure_batches)  # fmt: skip
-        rates[s] = rate
-        params = {"dataset": dataset_name, **s.params(), "batch_size": batch_size}
-        yield ctx.measurement(DataloaderMetrics.loader_samples_per_s, value=rate, params=params,
-                              stats=stats)  # fmt: skip
-        ctx.progress.advance()
-    step = make_train_step(workload, precision=cfg.precision)
+    """Step rate alone, the loader sweep (ended early by the rule, each stop appended to
+    ``stops``), then the busy fraction at the best and default settings."""
+    step = padded_step(make_train_step(workload, precision=cfg.precision), seconds=cfg.step_s,
+                       device=ctx.device)  # fmt: skip
     step_rate = _step_rate(ctx, cfg, step=step, dataset=dataset, batch_size=batch_size)
-    yield ctx.measurement(
-        DataloaderMetrics.step_samples_per_s, value=step_rate.median,
-        params={"model": workload.name, "batch_size": batch_size, "dataset": dataset_name},
-        stats=step_rate,
-    )  # fmt: skip
+    step_params: dict[str, ParamValue] = {
+        "model": workload.name, "batch_size": batch_size, "dataset": dataset_name,
+    }  # fmt: skip
+    if cfg.step_s > 0:
+        step_params["step_s"] = cfg.step_s
+    yield ctx.measurement(DataloaderMetrics.step_samples_per_s, value=step_rate.median,
+                          params=step_params, stats=step_rate)  # fmt: skip
     ctx.progress.advance()
+    rates: dict[LoaderSetting, float] = {}
+    yield from _sweep(ctx, cfg, dataset_name=dataset_name, dataset=dataset, settings=settings,
+                      batch_size=batch_size, demand=step_rate.median, rates=rates,
+                      stops=stops)  # fmt: skip
+    if not rates:  # the time budget was spent before the first setting
+        return
     best = max(rates, key=rates.__getitem__)
     # the best setting, and PyTorch's defaults as the baseline (once if they are the best)
     choices = (
         {"best": best} if best == DEFAULT_SETTING else {"best": best, "default": DEFAULT_SETTING}
     )
     for choice, s in choices.items():
+        if ctx.budget.expired():
+            break
         busy, stats = gpu_busy(dataset, step=step, t_step_s=batch_size / step_rate.median,
                                setting=s, batch_size=batch_size, device=ctx.device,
                                warmup_steps=cfg.warmup_batches, steps=cfg.train_steps)  # fmt: skip
@@ -273,108 +305,72 @@ def measure_input(
         ctx.progress.advance()
 
 
+def _sweep(
+    ctx: DistContext,
+    cfg: DataloaderConfig,
+    *,
+    dataset_name: DatasetName,
+    dataset: Dataset[Batch],
+    settings: list[LoaderSetting],
+    batch_size: int,
+    demand: float,
+    rates: dict[LoaderSetting, float],
+    stops: list[SweepStop] | None,
+) -> Iterator[Measurement]:
+    """The loader alone at each setting, worker count by worker count, into ``rates``; after
+    each count the rule (:func:`.dataloader_sweep.loader_stop`) may end the sweep."""
+    groups = by_workers(settings)
+    staged = cfg.sweep_stop  # the ladder at one setting a count, the variants at the best
+    best_by_count: list[tuple[int, float]] = []
+
+    def timed(s: LoaderSetting) -> Measurement:
+        rate, stats = loader_rate(dataset, setting=s, batch_size=batch_size,
+                                  device=ctx.device, warmup_batches=cfg.warmup_batches,
+                                  measure_batches=cfg.measure_batches)  # fmt: skip
+        rates[s] = rate
+        params = {"dataset": dataset_name, **s.params(), "batch_size": batch_size}
+        ctx.progress.advance()
+        return ctx.measurement(DataloaderMetrics.loader_samples_per_s, value=rate,
+                               params=params, stats=stats)  # fmt: skip
+
+    for i, group in enumerate(groups):
+        for s in [lead_setting(group)] if staged else group:
+            if ctx.budget.expired():
+                return
+            yield timed(s)
+        best_by_count.append((group[0].num_workers, max(rates[s] for s in group if s in rates)))
+        if not staged:
+            continue
+        rest = groups[i + 1 :]
+        stop = loader_stop(
+            best_by_count, remaining=[g[0].num_workers for g in rest], demand=demand,
+            margin=cfg.sufficient_margin, plateau=cfg.plateau(), dataset=dataset_name,
+        )  # fmt: skip
+        if stop is not None:
+            if stops is not None:
+                stops.append(stop)
+            break
+    if staged and best_by_count:  # the pin_memory x prefetch_factor variants at the best count
+        top = max(best_by_count, key=lambda c: c[1])[0]
+        for s in next(g for g in groups if g[0].num_workers == top):
+            if s not in rates:
+                if ctx.budget.expired():
+                    return
+                yield timed(s)
+    ctx.progress.advance(len(settings) - len(rates))
+
+
 def _step_rate(
     ctx: DistContext,
     cfg: DataloaderConfig,
     *,
-    step: Trainer,
+    step: StepTrainer,
     dataset: Dataset[Batch],
     batch_size: int,
 ) -> Stats:
     """Samples/s of the training step alone, on a batch of the dataset already on the device."""
-    x, y = _first_batch(dataset, batch_size=batch_size, device=ctx.device)
+    x, y = first_batch(dataset, batch_size=batch_size, device=ctx.device)
     samples = time_op(lambda: step.step([(x, y)]), device=ctx.device, warmup=_STEP_WARMUP,
                       repeats=cfg.measure_batches)  # fmt: skip
     # samples/s = batch_size / t_step
     return rate_stats(samples, work=batch_size, scale=1.0)
-
-
-def _make_loader(
-    dataset: Dataset[Batch], *, setting: LoaderSetting, batch_size: int, num_batches: int
-) -> DataLoader[Batch]:
-    # sampling with replacement: any number of batches from any number of files, shuffled
-    sampler = RandomSampler(
-        cast(Sized, dataset), replacement=True, num_samples=num_batches * batch_size
-    )
-    return DataLoader(
-        dataset,
-        batch_size=batch_size,
-        sampler=sampler,
-        drop_last=True,
-        num_workers=setting.num_workers,
-        pin_memory=setting.pin_memory,
-        prefetch_factor=setting.prefetch_factor,
-    )
-
-
-def _to_device(batch: Batch, *, device: torch.device, non_blocking: bool) -> Batch:
-    x, y = batch
-    return x.to(device, non_blocking=non_blocking), y.to(device, non_blocking=non_blocking)
-
-
-def _first_batch(dataset: Dataset[Batch], *, batch_size: int, device: torch.device) -> Batch:
-    loader = _make_loader(dataset, setting=DEFAULT_SETTING, batch_size=batch_size, num_batches=1)
-    return _to_device(next(iter(loader)), device=device, non_blocking=False)
-
-
-def loader_rate(
-    dataset: Dataset[Batch],
-    *,
-    setting: LoaderSetting,
-    batch_size: int,
-    device: torch.device,
-    warmup_batches: int,
-    measure_batches: int,
-) -> tuple[float, Stats]:
-    """Samples/s the loader delivers to ``device``: overall rate, and statistics over windows.
-
-    Workers hand batches over in turns, so a single batch's wait is near zero or a whole
-    decode; each window holds one batch per worker to average that out.
-    """
-    window = max(1, setting.num_workers)
-    num_windows = max(1, math.ceil(measure_batches / window))
-    total = warmup_batches + num_windows * window
-    loader = _make_loader(dataset, setting=setting, batch_size=batch_size, num_batches=total)
-    marks: list[float] = []
-    for i, batch in enumerate(loader):
-        _to_device(batch, device=device, non_blocking=setting.pin_memory)
-        done = i + 1 - warmup_batches
-        if done >= 0 and done % window == 0:
-            synchronize(device)
-            marks.append(time.perf_counter())
-    times = [b - a for a, b in itertools.pairwise(marks)]
-    # samples/s = samples / seconds
-    rate = batch_size * window * len(times) / sum(times)
-    return rate, rate_stats(times, work=batch_size * window, scale=1.0)
-
-
-def gpu_busy(
-    dataset: Dataset[Batch],
-    *,
-    step: Trainer,
-    t_step_s: float,
-    setting: LoaderSetting,
-    batch_size: int,
-    device: torch.device,
-    warmup_steps: int,
-    steps: int,
-) -> tuple[float, Stats]:
-    """Busy % of the device while training from the loader: 100 * t_step / wall per step.
-
-    The value uses the mean wall time (waits add up); the statistics are per step.
-    """
-    loader = _make_loader(
-        dataset, setting=setting, batch_size=batch_size, num_batches=warmup_steps + steps
-    )
-    marks: list[float] = []
-    for i, batch in enumerate(loader):
-        x, y = _to_device(batch, device=device, non_blocking=setting.pin_memory)
-        step.step([(x, y)])
-        if i + 1 >= warmup_steps:
-            synchronize(device)
-            marks.append(time.perf_counter())
-    walls = [b - a for a, b in itertools.pairwise(marks)]
-    # busy = t_step / t_wall (capped at 100%: a step may run faster than its median)
-    per_step = [min(100.0, 100.0 * t_step_s / w) for w in walls if w > 0]
-    busy = min(100.0, 100.0 * t_step_s * len(walls) / sum(walls))
-    return busy, Stats.from_samples(per_step)

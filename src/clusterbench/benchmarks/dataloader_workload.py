@@ -3,6 +3,8 @@ a training preset by name, or 'small_cnn', a CPU-sized vision workload built her
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -10,16 +12,20 @@ from torch import nn
 from torch.nn import functional as F
 
 from clusterbench.benchmarks.training.models import Model, build_workload
-from clusterbench.benchmarks.training.strategies import AMP_DTYPES, Trainer
+from clusterbench.benchmarks.training.strategies import AMP_DTYPES, StepTrainer, Trainer
 from clusterbench.benchmarks.training.workload import Batch, Workload
+from clusterbench.runtime.timing import synchronize
 
 __all__ = [
     "SMALL_CNN",
+    "PaddedStep",
     "SmallCnn",
     "StepPrecision",
     "WorkloadName",
     "load_workload",
     "make_train_step",
+    "padded_step",
+    "small_cnn_flops",
     "small_cnn_workload",
 ]
 
@@ -59,17 +65,23 @@ def small_cnn_workload(
         x = torch.randn(n, 3, s, s, device=device)
         return x, torch.randint(0, num_classes, (n,), device=device)
 
-    # multiply-accumulates of one forward: conv1, conv2 (stride 2 each), the linear head
-    macs = (s // 2) ** 2 * 16 * 27 + (s // 4) ** 2 * 32 * 16 * 9 + 32 * num_classes
     return Workload(
         name=SMALL_CNN,
         kind="vision",
         model=model,
         make_batch=make_batch,
         loss_fn=F.cross_entropy,
-        flops_per_sample=3 * 2 * macs,
+        flops_per_sample=small_cnn_flops(image_size=s, num_classes=num_classes),
         flops_formula="3 x forward (2 FLOPs per MAC)",
     )
+
+
+def small_cnn_flops(*, image_size: int = 56, num_classes: int = 10) -> float:
+    """Training FLOPs of one image through :func:`small_cnn_workload`: 3 x forward."""
+    s = image_size
+    # multiply-accumulates of one forward: conv1, conv2 (stride 2 each), the linear head
+    macs = (s // 2) ** 2 * 16 * 27 + (s // 4) ** 2 * 32 * 16 * 9 + 32 * num_classes
+    return 3.0 * 2 * macs
 
 
 def make_train_step(workload: Workload, *, precision: StepPrecision = "fp32") -> Trainer:
@@ -84,3 +96,30 @@ def make_train_step(workload: Workload, *, precision: StepPrecision = "fp32") ->
         device_type=device.type,
         autocast_dtype=AMP_DTYPES.get(precision),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class PaddedStep:
+    """A training step made to take at least ``seconds``: the step runs, the device finishes,
+    then the rank sleeps out the rest (loader workers keep loading meanwhile, as they do while
+    a real step of that length runs)."""
+
+    inner: StepTrainer
+    seconds: float
+    device: torch.device
+
+    def step(self, batches: list[Batch], *, sync: bool = True) -> None:
+        t0 = time.perf_counter()
+        self.inner.step(batches, sync=sync)
+        synchronize(self.device)
+        rest = self.seconds - (time.perf_counter() - t0)
+        if rest > 0:
+            time.sleep(rest)
+
+    def last_loss(self) -> float:
+        return self.inner.last_loss()
+
+
+def padded_step(step: StepTrainer, *, seconds: float, device: torch.device) -> StepTrainer:
+    """``step`` itself when ``seconds`` is 0, else padded to ``seconds`` (:class:`PaddedStep`)."""
+    return PaddedStep(step, seconds, device) if seconds > 0 else step

@@ -4,6 +4,13 @@ For each dtype the benchmark times ``(M x K) @ (K x N)`` over a list of shapes w
 inputs and the L2 flushed between repeats, and reports every shape, the best shape and the
 geometric mean over shapes (ml-engineering's mamf-finder reports the same pair).  Every shape's
 output is first checked against a float64 product of the same inputs.
+
+With ``sweep_stop`` on (every suite but ``full``) a dtype's shapes run in order of work
+(2MNK, smallest first; equal work in the order given) and its sweep stops once
+``plateau_patience`` successive shapes each add less than ``plateau_tolerance`` to the best
+TFLOP/s before them (:class:`.sweep_stop.PlateauRule`): the best shape has been reached.  The
+shapes left out are named in the ``gemm.sweep_stopped`` info finding; the geometric mean is
+over the shapes run (its ``num_shapes`` says how many: the first that many by work).
 """
 
 from __future__ import annotations
@@ -19,11 +26,12 @@ from typing import TYPE_CHECKING, Literal
 import torch
 
 from clusterbench.benchmarks.presets import check_suite
+from clusterbench.benchmarks.sweep_stop import PlateauRule, SweepStop, plateau_stop, stop_finding
 from clusterbench.metrics import Metric, MetricSet
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.precision import matmul_precision
 from clusterbench.runtime.timing import L2Flusher, rate_stats, time_op
-from clusterbench.schema import Measurement, ParamValue, Reference
+from clusterbench.schema import Finding, Measurement, ParamValue, Reference
 
 if TYPE_CHECKING:
     from typing import Self
@@ -146,9 +154,17 @@ class GemmConfig:
     """Timed products per shape; the median is reported."""
     fp8_fast_accum: bool = True
     """fp8: let the tensor cores accumulate in reduced precision (as fp8 training recipes do)."""
+    sweep_stop: bool = True
+    """Run each dtype's shapes smallest work first and stop at the plateau (``plateau_*``);
+    False: every shape, in the order given (the full suite)."""
+    plateau_tolerance: float = 0.02
+    """A shape adding less than this fraction to the best TFLOP/s before it is flat."""
+    plateau_patience: int = 3
+    """Flat shapes in a row that end a dtype's sweep."""
 
     def __post_init__(self) -> None:
         check_shape_lists(self.dtypes, [self.shapes, *self.shapes_by_dtype.values()])
+        self.plateau()  # checks plateau_tolerance and plateau_patience
         if self.warmup < 0:
             raise ValueError(f"warmup must be >= 0, got {self.warmup}")
         if self.repeats < 1:
@@ -157,7 +173,13 @@ class GemmConfig:
             raise ValueError(f"warmup_min_s must be >= 0, got {self.warmup_min_s}")
 
     def shapes_for(self, dtype: Dtype) -> list[tuple[int, int, int]]:
-        return [parse_shape(s) for s in self.shapes_by_dtype.get(dtype, self.shapes)]
+        """The shapes of ``dtype`` in sweep order: by work (M*N*K) with ``sweep_stop``."""
+        shapes = [parse_shape(s) for s in self.shapes_by_dtype.get(dtype, self.shapes)]
+        return sorted(shapes, key=math.prod) if self.sweep_stop else shapes
+
+    def plateau(self) -> PlateauRule:
+        """The rule that ends a dtype's sweep."""
+        return PlateauRule(tolerance=self.plateau_tolerance, patience=self.plateau_patience)
 
     @classmethod
     def preset(cls, *, suite: str, device_type: str) -> Self:
@@ -165,7 +187,8 @@ class GemmConfig:
         check_suite(suite, device_type)
         if device_type == "cpu":
             sizes = {"quick": (256, 512), "standard": (256, 512, 768), "full": (256, 512, 1024)}
-            return cls(dtypes=["fp32", "bf16"], shapes=_cubes(*sizes[suite]), warmup=1, repeats=3)
+            return cls(dtypes=["fp32", "bf16"], shapes=_cubes(*sizes[suite]), warmup=1, repeats=3,
+                       sweep_stop=suite != "full")  # fmt: skip
         if suite == "quick":
             return cls(
                 dtypes=["bf16", "fp8", "fp16", "tf32", "fp32"],
@@ -185,10 +208,11 @@ class GemmConfig:
             shapes_by_dtype={"fp32": _cubes(4096, 8192)},
             warmup=10,
             repeats=30 if suite == "standard" else 50,
+            sweep_stop=suite == "standard",
         )
 
 
-def gemm(ctx: DistContext, cfg: GemmConfig) -> Iterator[Measurement]:
+def gemm(ctx: DistContext, cfg: GemmConfig) -> Iterator[Measurement | Finding]:
     """Matrix-multiply TFLOP/s per dtype over a sweep of shapes (best and geometric mean)."""
     runnable = [d for d in cfg.dtypes if _fp8_skip_reason(ctx.device, d) is None]
     for dtype in cfg.dtypes:
@@ -197,20 +221,42 @@ def gemm(ctx: DistContext, cfg: GemmConfig) -> Iterator[Measurement]:
     ctx.progress.start(sum(len(cfg.shapes_for(d)) for d in runnable))
     flush = L2Flusher(ctx.device)
     failed: list[str] = []
+    stops: list[SweepStop] = []
+    done = 0  # shapes timed: the time budget stops the sweep between shapes
     for dtype in runnable:
         with matmul_precision(dtype):
-            yield from _sweep_dtype(ctx, cfg, dtype=dtype, flush=flush, failed=failed)
+            for item in _sweep_dtype(ctx, cfg, dtype=dtype, flush=flush, failed=failed,
+                                     stops=stops):  # fmt: skip
+                done += GemmMetrics.tflops.matches(item)
+                yield item
+    total = sum(len(cfg.shapes_for(d)) for d in runnable)
+    if ctx.budget.expired() and done < total:
+        ctx.budget.stopped(done=done, total=total, unit="shapes")
+    if stops:
+        rule = cfg.plateau().describe(points="shapes (by work)", figure="TFLOP/s of the dtype")
+        yield stop_finding("gemm", stops, scope=f"host:{ctx.host}/{ctx.device_label}",
+                           rule=rule, settings=cfg.plateau().params())  # fmt: skip
     if failed:
         raise RuntimeError(f"gemm: wrong results (rel_error above tolerance): {'; '.join(failed)}")
 
 
 def _sweep_dtype(
-    ctx: DistContext, cfg: GemmConfig, *, dtype: Dtype, flush: L2Flusher, failed: list[str]
+    ctx: DistContext,
+    cfg: GemmConfig,
+    *,
+    dtype: Dtype,
+    flush: L2Flusher,
+    failed: list[str],
+    stops: list[SweepStop],
 ) -> Iterator[Measurement]:
     tolerance = TOLERANCE[dtype]
     worst_error = 0.0
     timed: list[Measurement] = []
-    for m, n, k in cfg.shapes_for(dtype):
+    points: list[tuple[str, float]] = []  # (shape, TFLOP/s) of the shapes timed, in order
+    shapes = cfg.shapes_for(dtype)
+    for i, (m, n, k) in enumerate(shapes):
+        if i and ctx.budget.expired():  # this rank's clock: no collective to keep in step
+            break  # (each dtype measures one shape at least)
         op, rel = make_product(
             ctx.device, dtype=dtype, shape=(m, n, k), fast_accum=cfg.fp8_fast_accum
         )
@@ -218,14 +264,28 @@ def _sweep_dtype(
         worst_error = max(worst_error, rel if math.isfinite(rel) else math.inf)
         if rel <= tolerance:  # time only what computes the right product
             timed.append(_time_shape(ctx, cfg, op=op, dtype=dtype, shape=(m, n, k), flush=flush))
+            points.append((_shape_text((m, n, k)), timed[-1].value))
             yield timed[-1]
         else:
             failed.append(f"{dtype} {m}x{n}x{k}: {rel:.3g} > {tolerance:g}")
         ctx.progress.advance()
+        if not cfg.sweep_stop or not rel <= tolerance:  # (NaN: not timed either)
+            continue
+        rest = [_shape_text(shape) for shape in shapes[i + 1 :]]
+        stop = plateau_stop(cfg.plateau(), sweep=dtype, points=points, rest=rest,
+                            noun="shapes", unit="TFLOP/s")  # fmt: skip
+        if stop is not None:
+            stops.append(stop)
+            ctx.progress.advance(len(shapes) - i - 1)
+            break
     yield from _summaries(ctx, dtype=dtype, timed=timed)
     yield ctx.measurement(
         GemmMetrics.rel_error, value=worst_error, params={"dtype": dtype, "tolerance": tolerance}
     )
+
+
+def _shape_text(shape: tuple[int, int, int]) -> str:
+    return "x".join(str(d) for d in shape)
 
 
 def _time_shape(

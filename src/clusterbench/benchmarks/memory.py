@@ -80,7 +80,10 @@ def memory(ctx: DistContext, cfg: MemoryConfig) -> Iterator[Measurement]:
     numel = cfg.size_bytes // _ELEMENT_BYTES
     src = torch.rand(numel, device=ctx.device)  # random, never zeros
     dst = torch.empty_like(src) if "copy" in cfg.ops or "write" in cfg.ops else src
-    for op in cfg.ops:
+    for i, op in enumerate(cfg.ops):
+        if i and ctx.budget.expired():  # this rank's clock: no collective here to keep in step
+            ctx.budget.stopped(done=i, total=len(cfg.ops), unit="ops")
+            break
         fn, bytes_moved = _prepare(op, src=src, dst=dst)
         samples = time_op(fn, device=ctx.device, warmup=cfg.warmup, repeats=cfg.repeats)
         if op == "write":

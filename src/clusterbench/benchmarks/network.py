@@ -169,14 +169,17 @@ def _pair_tests(
     ctx.barrier()
     started = time.perf_counter()
     mine: list[Figure] = []
-    for pairs in schedule:
+    for done, pairs in enumerate(schedule):
+        if done and ctx.budget.agree_expired(ctx):  # rank 0 decides for every node
+            ctx.budget.stopped(done=done, total=len(schedule), unit="rounds of node pairs")
+            break
         for m in _run_round(ctx, cfg, nodes=nodes, pairs=pairs, me=me):
             mine += _figure(m, nodes)
             yield m
         ctx.progress.advance()
     retests: list[Round] = []
     suspects: list[int] = []
-    if strategy == "sparse":
+    if strategy == "sparse" and ctx.budget.stop is None:
         retests, suspects = agree_retests(ctx, num_nodes=k, survey=survey, mine=mine)
         for pairs in _both_ways(retests):
             yield from _run_round(ctx, cfg, nodes=nodes, pairs=pairs, me=me)

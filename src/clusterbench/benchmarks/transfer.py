@@ -130,7 +130,12 @@ def transfer(ctx: DistContext, cfg: TransferConfig) -> Iterator[Measurement]:
     run_p2p = cfg.p2p and ctx.local_rank == 0 and num_gpus > 1
     ctx.progress.start(slots * len(cfg.memory) + (num_gpus * (num_gpus - 1) if run_p2p else 0))
     placements = _placements(ctx)
-    for slot, kind in itertools.product(range(slots), cfg.memory):
+    steps = list(itertools.product(range(slots), cfg.memory))
+    for done, (slot, kind) in enumerate(steps):
+        if done and ctx.budget.agree_expired(ctx):  # rank 0 decides: barriers stay in step
+            ctx.budget.stopped(done=done, total=len(steps), unit="host<->device cases")
+            run_p2p = False
+            break
         place = placements[slot] if slot < len(placements) else None
         read_link = cfg.read_link and slot == 0 and kind == "pinned"
         yield from _host_step(ctx, cfg, kind=kind, placement=place, read_link=read_link)

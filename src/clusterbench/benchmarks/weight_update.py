@@ -109,14 +109,22 @@ def weight_update(ctx: DistContext, cfg: WeightUpdateConfig) -> Iterator[Measure
         build_workload(cfg.model, device=ctx.device).model.parameters()
     )
     checked = _checked_index(params)
+    done, total = 0, len(cfg.layouts) * len(cfg.optimizers)
     for layout in cfg.layouts:
+        if done and ctx.budget.expired():  # this rank's clock: no collective to keep in step
+            break
         tensors = steps.prepare_layout(layout, params)
         try:
             for name in cfg.optimizers:
+                if done and ctx.budget.expired():
+                    break
                 yield from _measure(ctx, cfg, tensors=tensors, optimizer=name, checked=checked)
+                done += 1
                 ctx.progress.advance()
         finally:
             tensors.release()
+    if done < total:
+        ctx.budget.stopped(done=done, total=total, unit="optimizer x layout cases")
     del params
     if ctx.is_cuda:
         torch.cuda.empty_cache()  # ~20 B per parameter back for the benchmarks after this one

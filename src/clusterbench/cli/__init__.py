@@ -125,6 +125,16 @@ def run(
             metavar="N", help="Soak of N rounds: run the benchmarks N times (not with --soak)."
         ),
     ] = None,
+    budget: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DURATION",
+            help="Fit the whole run into this much time (90s, 10m, 1h): each benchmark's "
+            "repeats, sweep points and sizes are cut to its share of it (the plan printed "
+            "first says what), and each stops at its share keeping what it measured. One "
+            "benchmark's own limit: --set NAME.time_budget_s=SECONDS.",
+        ),
+    ] = None,
     baseline: Annotated[
         str | None,
         typer.Option(
@@ -213,6 +223,9 @@ def run(
             announce=lambda plan: _announce(
                 plan, path=history, use=not no_history, soak=soak is not None or repeat is not None
             ),
+            budget=budget,
+            history=history,
+            use_history=not no_history,
         )
     except ConfigError as exc:
         raise _usage_error(str(exc)) from None
@@ -282,6 +295,15 @@ def _announce(plan: RunPlan, *, path: Path | None, use: bool, soak: bool = False
     from clusterbench.report.timing import expected_line
     from clusterbench.runner import expected_times
 
+    if plan.budget is not None:  # the plan: each benchmark's expected time, its share, its cuts
+        from clusterbench.report.plan import plan_lines
+
+        lines = plan_lines(plan.budget)
+        if soak:
+            lines[0] += " (a round of the soak)"
+        for line in lines:
+            _console().print(Text(line), soft_wrap=True)
+        return
     past: list[RunTimings] = []
     if use:
         try:
@@ -875,7 +897,7 @@ def baseline_build(
 
 # Commands kept in modules of their own (cli/<name>.py) define themselves on ``app`` from
 # cli/_common.py and are imported here, one line each, so that ``app`` has them.
-from clusterbench.cli import export, predict, report  # noqa: E402, F401
+from clusterbench.cli import cost, export, predict, report  # noqa: E402, F401
 
 
 def main() -> None:

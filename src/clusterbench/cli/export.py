@@ -49,6 +49,11 @@ existing folder) every format into DIR.  --pushgateway URL pushes the Prometheus
 Pushgateway (job clusterbench, grouped by instance = the run's first host and suite, so a
 host's next run of a suite replaces that suite's figures); without --format it only pushes.
 
+A run priced by 'clusterbench cost' (its cost.json) exports its cost too: benchmark 'cost'
+(usd_per_gpu_hour, usd_per_million_tokens, usd_per_month, train_time, break_even_*,
+finding_usd_per_month; params offer, kind, gpus, ...) and one 'cost.price' finding per
+priced finding.
+
 Exit codes: 0 exported; 2 bad usage (a RUN that is not a run, an unknown format, wandb not
 installed: one line); 3 an export failed (a file not written, the Pushgateway or W&B not
 reached: one line each).
@@ -190,6 +195,7 @@ def export(
     ] = None,
 ) -> None:
     from clusterbench.baselines import load_run
+    from clusterbench.report.sections.cost import priced_results
 
     try:
         request = export_request(
@@ -201,6 +207,10 @@ def export(
     except ValueError as exc:
         raise _usage_error(str(exc)) from None
     run_dir = run if run.is_dir() else run.parent
+    try:  # the prices of 'clusterbench cost', where it kept them: the cost figures go along
+        results = priced_results(results, run_dir)
+    except ValueError as exc:
+        typer.echo(f"clusterbench: warning: {exc}; exported without the cost", err=True)
     failures = do_exports(results, request, run_dir=run_dir)
     for line in failures:
         typer.echo(f"clusterbench: error: {line}", err=True)

@@ -152,8 +152,9 @@ def _run_page(source: str) -> tuple[str, Path]:
         results = load_run(source)
     except ValueError as exc:
         raise _usage_error(f"RUN: {exc}") from None
-    plots = registry.report_plots(results, run_dir=_folder(Path(source)))
-    page = render_html(results, registry.summary_sections(results), plots)
+    folder = _folder(Path(source))
+    plots = registry.report_plots(results, run_dir=folder)
+    page = render_html(results, registry.summary_sections(results, run_dir=folder), plots)
     return page, _folder(Path(source)) / REPORT_FILE
 
 
@@ -195,7 +196,7 @@ def _comparison_page(
     base = against if isinstance(against, Results) else None
     page = render_html(
         results,
-        registry.summary_sections(results),
+        registry.summary_sections(results, run_dir=_folder(new_source)),
         registry.report_plots(results, base=base, run_dir=_folder(new_source)),
         comparison=comparison,
         base=base,

@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 from clusterbench.metrics import Metric
+from clusterbench.runtime.budget import TimeBudget
 from clusterbench.runtime.flight import FlightRecorder
 from clusterbench.runtime.telemetry import TelemetrySampler
 from clusterbench.schema import GpuInfo, HostInfo, Measurement, ParamValue, Reference, Stats
@@ -106,6 +107,9 @@ class DistContext:
     telemetry: TelemetrySampler | None = None
     """This rank's GPU telemetry sampler while the benchmarks run (None: CPU workers, no
     NVML, or ``--no-telemetry``)."""
+    budget: TimeBudget = field(default_factory=TimeBudget)
+    """The running benchmark's time budget (no limit unless --budget or its time_budget_s
+    set one): checked between points, agreed through rank 0 in collective benchmarks."""
     failed_in_collective: bool = False
     """Set when an error left a collective (it may be a peer's: the rank waits a moment before
     it exits, so that the launcher sees a dead peer first)."""

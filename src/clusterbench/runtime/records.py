@@ -19,7 +19,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from clusterbench.schema import Finding, HostInfo, Measurement, NcclRankInfo, TelemetryWindow
+from clusterbench.schema import (
+    BudgetStop,
+    Finding,
+    HostInfo,
+    Measurement,
+    NcclRankInfo,
+    TelemetryWindow,
+)
 
 __all__ = [
     "End",
@@ -84,6 +91,8 @@ class End(_Record):
     rank files written before it was kept."""
     round: int | None = None
     """The soak round (0-based); None outside a soak."""
+    budget_stop: BudgetStop | None = None
+    """Where it stopped at its time budget (``ctx.budget.stopped``); None: it ran to the end."""
 
 
 class Skip(_Record):

@@ -70,9 +70,14 @@ def training(ctx: DistContext, cfg: TrainingConfig) -> Iterator[Measurement]:
     groups = _make_groups(ctx, sizes)
     largest = groups[sizes[-1]]
     sweep_cases = cases.sweep_cases(cfg) if cfg.sweep else []
-    ctx.progress.start(len(sizes) + len(sweep_cases) + len(cfg.grad_accum_sweep) + num_partition)
+    total = len(sizes) + len(sweep_cases) + len(cfg.grad_accum_sweep) + num_partition
+    ctx.progress.start(total)
     outcomes: dict[int, Outcome] = {}
+    done = 0  # cases run; the time budget is checked before each, rank 0 deciding for all
     for w in sizes:
+        if done and ctx.budget.agree_expired(ctx):  # the first case always runs
+            break
+        done += 1
         ga = cfg.grad_accum * (sizes[-1] // w if cfg.scaling_mode == "strong" else 1)
         if ctx.rank < w:
             outcome = cases.run_case(
@@ -82,16 +87,25 @@ def training(ctx: DistContext, cfg: TrainingConfig) -> Iterator[Measurement]:
             yield from outcome.measurements
         ctx.progress.advance()
         ctx.barrier()
-    if ctx.rank == 0:
+    if ctx.rank == 0 and outcomes:
         yield from scaling_measurements(ctx, mode=cfg.scaling_mode, outcomes=outcomes)
     if ctx.rank < largest.size:
         for case in sweep_cases:
+            if ctx.budget.agree_expired(ctx, group=largest.pg):
+                break
+            done += 1
             yield from sweeps.run_sweep_case(ctx, cfg, case=case, group=largest.pg)
             ctx.progress.advance()
-        if largest.size > 1:
+        accum = largest.size > 1 and cfg.grad_accum_sweep
+        if accum and not ctx.budget.agree_expired(ctx, group=largest.pg):
+            done += len(cfg.grad_accum_sweep)
             yield from sweeps.grad_accum_sweep(ctx, cfg, group=largest.pg)
-    if cfg.partition:  # every rank: those outside a candidate's group wait for it
+    # every rank: those outside a candidate's group wait for it
+    if cfg.partition and not ctx.budget.agree_expired(ctx):
+        done += num_partition
         yield from partition.search(ctx, cfg, groups={w: g.pg for w, g in groups.items()})
+    if ctx.budget.agree_expired(ctx) and done < total:  # every rank asks, then each says
+        ctx.budget.stopped(done=done, total=total, unit="training cases")
     ctx.barrier()  # every rank is done with every group before any is destroyed
     for g in groups.values():
         if g.owned:

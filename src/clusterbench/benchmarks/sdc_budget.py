@@ -1,0 +1,69 @@
+"""What the ``sdc`` check costs, and how it is cut to a time budget.
+
+Per case (dtype x shape) and repeat: a chain of ``depth`` products at the matmul rate (the
+gemm sweep's measured rate on this node, else 70% of the spec's peak, else nominal), then the
+result hashed on the host (and, on GPUs, copied there first); the inputs are filled once per
+case from the seed.
+"""
+
+from __future__ import annotations
+
+from clusterbench.benchmarks.budget import (
+    BudgetModel,
+    Estimate,
+    NodeFacts,
+    Term,
+    drop_cut,
+    halve_cut,
+)
+from clusterbench.benchmarks.gemm_budget import CPU_TFLOPS, SPEC_FRACTION
+from clusterbench.benchmarks.gemm_budget import MODEL as GEMM_MODEL
+from clusterbench.benchmarks.sdc import SdcConfig
+
+__all__ = ["MODEL", "estimate"]
+
+HASH_GBPS = 0.5
+"""Nominal GB/s the host hashes results at (hashlib over a CPU copy of the result)."""
+D2H_GBPS = 10.0
+"""Nominal GB/s of the device-to-host copy of a result before it is hashed."""
+_ELEMENT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+
+def _tflops(facts: NodeFacts, dtype: str) -> float:
+    spec = facts.spec_tflops.get("bf16" if dtype == "fp16" else dtype)
+    return facts.rate(
+        f"gemm_tflops_{dtype}",
+        nominal=CPU_TFLOPS.get(dtype, 0.01),
+        spec=None if spec is None else SPEC_FRACTION * spec,
+    ).value
+
+
+def estimate(cfg: SdcConfig, facts: NodeFacts) -> Estimate:
+    cases = cfg.cases()
+    compute = hashed = 0.0
+    for case in cases:
+        m, n, k = case.m, case.n, case.k
+        # the chain alternates (M x K)@(K x N) and (M x N)@(N x K): 2MNK FLOPs each
+        compute += cfg.repeats * case.depth * 2.0 * m * n * k / (_tflops(facts, case.dtype) * 1e12)
+        hashed += cfg.repeats * m * max(n, k) * _ELEMENT_BYTES.get(case.dtype, 4)
+    rate = 1 / (1 / HASH_GBPS + (1 / D2H_GBPS if facts.cuda else 0.0))
+    terms = (
+        Term(f"{len(cases)} cases x {cfg.repeats} repeats x {cfg.depth} products", compute),
+        Term(
+            f"{hashed / 1e9:.3g} GB of results hashed at {rate:.2g} GB/s (nominal)",
+            hashed / (rate * 1e9),
+        ),
+    )
+    return Estimate(terms=terms, points=len(cases))
+
+
+MODEL = BudgetModel(
+    estimate=estimate,
+    cuts=(
+        halve_cut("repeats", floor=3),
+        halve_cut("depth", floor=2),
+        drop_cut("shapes"),
+        drop_cut("dtypes", order=["fp16", "fp32"]),
+    ),
+    facts=GEMM_MODEL.facts,
+)

@@ -1,0 +1,300 @@
+"""The price of each finding: advice with a gain of the training step (or of a part of it,
+times that part's share), the gap to a target (scaling, the prediction, an input-bound
+loader), a slow node drained or kept; what cannot be priced says why.  Then the cost in the
+summary, report.html and the exports."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+import plotly.graph_objects as go
+import pytest
+from tests.prediction_runs import make, run_of
+from tests.unit.test_cost import training_run
+
+from clusterbench import registry
+from clusterbench.analysis.advice import advice_evidence
+from clusterbench.analysis.cost import CostTable, cost_table
+from clusterbench.analysis.cost_export import cost_measurements, with_cost
+from clusterbench.analysis.cost_findings import PricedFinding
+from clusterbench.analysis.cost_prices import CloudOffer, CostRequest, OnPremOffer
+from clusterbench.analysis.prediction import predict
+from clusterbench.benchmarks.attribution import AttributionMetrics as A
+from clusterbench.benchmarks.training.settings import TrainingMetrics as T
+from clusterbench.benchmarks.weight_update import WeightUpdateMetrics as W
+from clusterbench.report import export_prometheus
+from clusterbench.report.export import csv_text
+from clusterbench.report.html import render_html
+from clusterbench.report.sections import cost as cost_section
+from clusterbench.schema import Finding, Measurement, Results
+
+PRICE = 2.0
+CLOUD = CostRequest(offers=[CloudOffer(gpu_hour=PRICE)], gpus=8)
+SPEND = 8 * 730 * PRICE  # the 8-GPU cluster's month at $2 per GPU-hour
+
+
+def _advice(
+    id_: str, *, gain: float, gain_of: str, better: str = "lower", **evidence: object
+) -> Finding:
+    advice = advice_evidence(
+        change=f"change for {id_}",
+        gain=gain,
+        gain_of=gain_of,
+        basis="measured",
+        better=better,  # type: ignore[arg-type]
+        evidence="7 vs 7 repeats, p 0.001",
+    )
+    return Finding(
+        id=id_, severity="info", scope="run", message="...", evidence={**evidence, **advice}
+    )
+
+
+def _with(
+    results: Results, *, findings: list[Finding], measurements: Sequence[Measurement] = ()
+) -> Results:
+    return results.model_copy(
+        update={
+            "findings": [*results.findings, *findings],
+            "measurements": [*results.measurements, *measurements],
+        }
+    )
+
+
+def _priced(table: CostTable, finding_id: str) -> list[PricedFinding]:
+    return [p for p in table.priced if p.finding_id.startswith(finding_id)]
+
+
+def test_advice_of_the_training_step_is_priced_by_its_gain() -> None:
+    partition = _advice("training.partition", gain=0.2, gain_of="time to batch 64 (1.3b ddp)")
+    idle = _advice("attribution.accum_idle", gain=0.05, gain_of="of the iteration in idle")
+    table = cost_table(
+        _with(training_run({1: 1000.0, 8: 950.0}), findings=[partition, idle]), CLOUD
+    )
+    [p] = _priced(table, "training.partition")
+    assert p.fraction == pytest.approx(0.2) and p.savings["cloud"] == pytest.approx(0.2 * SPEND)
+    [a] = _priced(table, "attribution.accum_idle")
+    assert a.savings["cloud"] == pytest.approx(0.05 * SPEND)
+    assert table.priced == sorted(table.priced, key=lambda x: -x.fraction)  # largest first
+
+
+def test_nccl_tuning_is_priced_by_the_exposed_communication_share() -> None:
+    tune = _advice("collectives.tune.recommend", gain=0.3, gain_of="all_reduce time at 4 MiB")
+    base = training_run({1: 1000.0, 8: 950.0})
+    shares = [make(A.communication, v, rank=r, rank_step="mean") for r, v in ((0, 20.0), (1, 30.0))]
+    shares.append(make(A.communication, 90.0, rank=0, rank_step="2"))  # one step: not the mean
+    table = cost_table(_with(base, findings=[tune], measurements=shares), CLOUD)
+    [p] = _priced(table, "collectives.tune")
+    assert p.fraction == pytest.approx(0.3 * 0.25)  # 30% less all_reduce x 25% of the step
+    assert "25% of the step in exposed communication" in p.note
+    # without attribution and without a prediction: not priced, and why
+    bare = cost_table(_with(base, findings=[tune]), CLOUD)
+    assert not bare.priced and "no communication share" in bare.unpriced[0].reason
+
+
+def test_the_optimizer_step_is_priced_by_its_share_of_the_training_step() -> None:
+    layouts = {
+        "fp32": {"fused_ms": 10.0, "foreach_ms": 15.0},
+        "bf16": {"fused_ms": 8.0, "foreach_ms": 9.0},
+    }
+    fused = _advice(
+        "weight_update.fused_vs_foreach", gain=1 / 3, gain_of="AdamW update time", layouts=layouts
+    )
+    steps = [
+        make(T.step_time_ms, 100.0, model="1.3b", world_size=1, series="scaling"),
+        make(W.step_time_ms, 15.0, model="1.3b", optimizer="adamw"),
+    ]
+    table = cost_table(
+        _with(training_run({1: 1000.0}), findings=[fused], measurements=steps), CLOUD
+    )
+    [p] = _priced(table, "weight_update")
+    assert p.fraction == pytest.approx(5 / 100)  # 15 - 10 ms saved of a 100 ms step
+    other_model = [make(W.step_time_ms, 15.0, model="7b", optimizer="adamw")]
+    table = cost_table(
+        _with(training_run({1: 1000.0}), findings=[fused], measurements=other_model), CLOUD
+    )
+    assert not table.priced and "no training step of the 7b" in table.unpriced[0].reason
+
+
+def test_an_input_bound_loader_is_priced_by_the_busy_share() -> None:
+    def bound(busy: dict[str, float]) -> Finding:
+        return Finding(
+            id="dataloader.input_bound",
+            severity="warn",
+            scope="host:node0/cuda:0",
+            message="...",
+            evidence={"dataset": "imagenet", "gpu_busy_pct": busy, "threshold": 0.9},
+        )
+
+    base = training_run({1: 1000.0})
+    with_best = cost_table(_with(base, findings=[bound({"default": 60.0, "best": 80.0})]), CLOUD)
+    [p] = with_best.priced
+    assert p.basis == "measured" and p.fraction == pytest.approx(1 - 0.6 / 0.8)
+    to_threshold = cost_table(_with(base, findings=[bound({"default": 60.0})]), CLOUD)
+    [q] = to_threshold.priced
+    assert q.basis == "target" and q.fraction == pytest.approx(1 - 0.6 / 0.9)
+
+
+def test_gains_that_are_no_share_of_the_step_are_not_priced() -> None:
+    loader = _advice(
+        "dataloader.slow_default_loader", gain=0.4, better="higher", gain_of="DataLoader samples/s"
+    )
+    other = _advice("memory.copy", gain=0.1, gain_of="copy time")
+    table = cost_table(_with(training_run({1: 1000.0}), findings=[loader, other]), CLOUD)
+    assert not table.priced
+    reasons = {u.finding_id: u.reason for u in table.unpriced}
+    assert "did not wait for input" in reasons["dataloader.slow_default_loader"]
+    assert "not a share of the training step" in reasons["memory.copy"]
+
+
+def _predicted_run(num_nodes: int = 8) -> Results:
+    """run_of's training, collectives and attribution, with the tokens/s its steps give."""
+    r = run_of(num_nodes=num_nodes, gpus_per_node=8)
+    rates = [
+        make(T.tokens_per_s_per_gpu, 8 * 2048 / (m.value / 1e3), **m.params)
+        for m in T.step_time_ms.select(r)
+    ]
+    return r.model_copy(update={"measurements": [*r.measurements, *rates]})
+
+
+def test_the_prediction_at_the_gpu_count_priced() -> None:
+    r = _predicted_run()
+    table = cost_table(r, CostRequest(offers=[CloudOffer(gpu_hour=PRICE)], gpus=256))
+    row = next(x for x in predict(r, gpu_counts=[256]).rows if x.strategy == "ddp")
+    e = row.step.efficiency
+    assert table.at.basis == "predicted" and table.at.efficiency == pytest.approx(e)
+    rate_1 = 8 * 2048 / (T.step_time_ms.select(r)[0].value / 1e3)
+    assert table.at.per_device == pytest.approx(rate_1 * e)
+    assert e < 0.9  # this run's model falls below the target at 256 GPUs: priced
+    [p] = _priced(table, "prediction.scaling")
+    assert p.basis == "predicted" and p.fraction == pytest.approx(1 - e / 0.9)
+    assert p.savings["cloud"] == pytest.approx(256 * 730 * PRICE * (1 - e / 0.9))
+    assert f"{row.needed_gbps:,.0f} Gb/s per node" in p.statement
+
+
+def _node_pairs(hosts: list[str], slow: str) -> list[Measurement]:
+    """Every pair's all_reduce busbw: 10 +- 0.2 GB/s, the pairs of ``slow`` 0.1 GB/s."""
+    out = []
+    pairs = [(a, b) for i, a in enumerate(hosts) for b in hosts[i + 1 :]]
+    for k, (a, b) in enumerate(pairs):
+        value = 0.1 if slow in (a, b) else 10.0 + 0.2 * ((k % 3) - 1)
+        out.append(
+            Measurement(
+                benchmark="collectives",
+                metric="busbw",
+                value=value,
+                unit="GB/s",
+                params={
+                    "op": "all_reduce",
+                    "size_bytes": 1 << 20,
+                    "group": f"{a}-{b}",
+                    "group_kind": "node_pairs",
+                    "group_size": 2,
+                    "hosts": f"{a},{b}",
+                    "mode": "back_to_back",
+                    "dtype": "fp32",
+                },
+                rank=0,
+                host=a,
+                device="cuda:0",
+            )
+        )
+    return out
+
+
+def test_a_slow_node_drained_and_kept() -> None:
+    r = _predicted_run()
+    hosts = [h.hostname for h in r.hosts]
+    pairs = _node_pairs(hosts, slow="node5")
+    r = r.model_copy(update={"measurements": [*r.measurements, *pairs]})
+    table = cost_table(r, CostRequest(offers=[CloudOffer(gpu_hour=PRICE)], gpus=256))
+    drained = [p for p in table.priced if p.basis == "capacity"]
+    kept = [p for p in table.priced if p.finding_id == "drain.node" and p.basis == "predicted"]
+    assert [p.scope for p in drained] == ["node node5"] and [p.scope for p in kept] == [
+        "node node5"
+    ]
+    assert drained[0].fraction == pytest.approx(1 / 32)  # one of the 256 / 8 nodes idle
+    healthy = [m.value for m in pairs if "node5" not in m.params["hosts"]]  # type: ignore[operator]
+    ratio = 0.1 / statistics.median(healthy)
+    p = predict(r, gpu_counts=[256])
+    slow = predict(r, gpu_counts=[256], nic_gbps=p.inter_node_gbps * ratio)
+    e_full, e_slow = p.rows[0].step.efficiency, slow.rows[0].step.efficiency
+    assert kept[0].fraction == pytest.approx(1 - e_slow / e_full)
+    assert kept[0].fraction > drained[0].fraction  # at 1% bandwidth keeping it costs more
+
+
+# --- the cost in the summary, report.html and exports -------------------------------------------
+
+
+def _priced_run(tmp_path: Path) -> tuple[Path, Results]:
+    r = _predicted_run(num_nodes=2)
+    request = CostRequest(
+        offers=[
+            CloudOffer(gpu_hour=PRICE),
+            OnPremOffer(
+                capex_per_node=250e3,
+                years=4,
+                power_kw_per_node=6.5,
+                power_price=0.12,
+                pue=1.4,
+                ops_per_year=20e3,
+            ),
+        ],
+        gpus=256,
+        utilisation=0.8,
+        train_tokens=1e12,
+    )
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "results.json").write_text(r.model_dump_json(), encoding="utf-8")
+    (folder / cost_section.COST_FILE).write_text(
+        cost_section.cost_json(cost_table(r, request)), encoding="utf-8"
+    )
+    return folder, r
+
+
+def test_the_kept_prices_price_the_summary_report_and_exports(tmp_path: Path) -> None:
+    folder, r = _priced_run(tmp_path)
+    request = cost_section.read_request(folder)
+    assert request is not None and [o.name for o in request.offers] == ["cloud", "on-prem"]
+    table = cost_table(r, request)
+    [section] = [s for s in registry.summary_sections(r, run_dir=folder) if s.benchmark == "cost"]
+    titles = [g.title for g in section.grids]
+    assert any(t.startswith("cost: cloud against on-prem") for t in titles)
+    assert any(t.startswith("cost: the price of each finding") for t in titles)
+    plots = registry.report_plots(r, run_dir=folder)["cost"]
+    for plot in plots:
+        go.Figure(plot.figure)  # valid by plotly's schema
+        for key in ("xaxis", "yaxis"):
+            axis = plot.figure["layout"][key]
+            assert axis.get("type") == "category" or axis["title"]["text"].endswith(")")
+    page = render_html(r, registry.summary_sections(r, run_dir=folder), plots={"cost": plots})
+    assert 'id="b-cost"' in page and "break-even" in page
+    # exports: the cost figures as measurements of 'cost', the prices as findings
+    priced = cost_section.priced_results(r, folder)
+    csv = csv_text(priced)
+    assert ",cost,usd_per_million_tokens," in csv and ",cost,finding_usd_per_month," in csv
+    prom = export_prometheus.text(priced)
+    assert "clusterbench_cost_usd_per_million_tokens" in prom
+    spend = [m for m in cost_measurements(table, r) if m.metric == "usd_per_month"]
+    assert {m.params["offer"]: m.value for m in spend} == {
+        o.name: o.monthly_usd for o in table.offers
+    }
+    prices = [f for f in priced.findings if f.id == "cost.price"]
+    assert len(prices) == len(table.priced) >= 1 and "per month at $2.00 per GPU-hour" in (
+        prices[0].message
+    )
+    assert with_cost(r, table).measurements[: len(r.measurements)] == r.measurements
+
+
+def test_a_broken_cost_json_costs_the_summary_nothing(tmp_path: Path) -> None:
+    folder, r = _priced_run(tmp_path)
+    (folder / cost_section.COST_FILE).write_text("{not json", encoding="utf-8")
+    [section] = [s for s in registry.summary_sections(r, run_dir=folder) if s.benchmark == "cost"]
+    assert (
+        section.grids[0].title == "cost: not computed"
+        and "cost.json" in section.grids[0].rows[0][0]
+    )
+    with pytest.raises(ValueError, match=r"not a clusterbench cost\.json"):
+        cost_section.priced_results(r, folder)
