@@ -42,11 +42,12 @@ TMPFS_KIB = 1280  # between the start-up floor for 2 workers (1152 KiB) and what
 
 
 def _sets(shapes: int) -> list[str]:
-    """Tiny GEMMs (one timed product each) and a 1 MiB memory test: the records, not the
-    compute, are what is large."""
+    """Tiny GEMMs (one timed product each, every shape: no stop on a plateau) and a 1 MiB
+    memory test: the records, not the compute, are what is large."""
     return [
         f"gemm.shapes={','.join(f'8x8x{k}' for k in range(1, shapes + 1))}",
-        "gemm.dtypes=fp32", "gemm.warmup=0", "gemm.repeats=1", "memory.size_bytes=1048576",
+        "gemm.dtypes=fp32", "gemm.warmup=0", "gemm.repeats=1", "gemm.sweep_stop=false",
+        "memory.size_bytes=1048576",
     ]  # fmt: skip
 
 
