@@ -1,7 +1,11 @@
 """Shared pytest hooks: tests marked ``gpu`` are skipped where CUDA is unavailable, and every
-test's runs are recorded in a history database of its own, never the user's."""
+test's runs are recorded in a history database of its own, never the user's; ``world``: a
+one-rank gloo process group for a test that calls a benchmark in its own process."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +17,19 @@ def _own_history(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     """Runs started by a test (in this process or its subprocesses) record into a temporary
     database instead of ~/.local/share/clusterbench/history.sqlite."""
     monkeypatch.setenv(HISTORY_ENV, str(tmp_path_factory.mktemp("history") / "history.sqlite"))
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[None]:
+    """A one-rank gloo process group (a file store under the test's folder), destroyed after."""
+    import torch.distributed as dist
+
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

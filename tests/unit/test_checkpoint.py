@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
 from tests.helpers import one_rank_ctx
 from torch import nn
 from torch.nn import functional as F
@@ -21,16 +19,6 @@ from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import Measurement, Results, RunInfo, ToolInfo
 
 CPU = torch.device("cpu")
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[None]:
-    store = dist.FileStore(str(tmp_path / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
 
 
 def _ctx() -> DistContext:

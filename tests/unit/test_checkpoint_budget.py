@@ -4,11 +4,9 @@ settings write, cuts bring it under a budget, and a spent budget stops it betwee
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch.distributed as dist
 from tests.helpers import one_rank_ctx
 
 from clusterbench.benchmarks import checkpoint as ck
@@ -55,16 +53,6 @@ def test_cuts_keep_the_measurement_before_they_shrink_it() -> None:
     assert floor.max_bytes == cost.MIN_BYTES and floor.formats == ["torch"]
     assert floor.min_repeats == 1 and floor.warmup == 0 and floor.stall_steps == 2
     assert floor.num_sizes == 2  # still a fit of two sizes
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[None]:
-    store = dist.FileStore(str(tmp_path / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
 
 
 def test_a_spent_budget_stops_between_sizes(world: None, tmp_path: Path) -> None:

@@ -12,12 +12,10 @@ one run, not both pairs); a model that is wrong misses in both.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
 from tests.helpers import one_rank_ctx
 from torch import nn
 from torch.nn import functional as F
@@ -29,16 +27,6 @@ from clusterbench.schema import Measurement
 _DIM, _LAYERS = 512, 32  # 8.4 M fp32 parameters: 34 MB of weights, 101 MB with AdamW m, v
 STATE_BYTES = 3 * 4 * _DIM * _DIM * _LAYERS + 4 * _LAYERS  # weight, m, v fp32; AdamW steps
 TOLERANCE = 0.5
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[None]:
-    store = dist.FileStore(str(tmp_path / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
 
 
 def _workload(name: str, *, device: torch.device, seq_len: int | None = None) -> Workload:

@@ -171,15 +171,8 @@ def _node_evidence(node: str, s: _Series, retests: set[frozenset[str]]) -> PairE
     slow = {p: v for p, v in s.slow.slow.items() if node in p}
     if not slow:
         return None
-    return PairEvidence(
-        measured=s.measured,
-        unit=s.unit,
-        healthy_median=s.slow.baseline,
-        slow_pairs={_name(p, s.directed): v for p, v in slow.items()},
-        retests=[_name(p, s.directed) for p in slow if frozenset(p) in retests],
-        partners=len(_partners(node, s.pairs)),
-        slow_partners=len(_partners(node, slow)),
-    )
+    return _evidence(s, slow, retests, partners=len(_partners(node, s.pairs)),
+                     slow_partners=len(_partners(node, slow)))  # fmt: skip
 
 
 def _link_evidence(
@@ -193,15 +186,30 @@ def _link_evidence(
         end: len(_partners(end, [p for p in s.pairs if p not in s.slow.slow]) - link)
         for end in sorted(link)
     }
+    return _evidence(s, slow, retests, partners=1, slow_partners=1, fine=fine)
+
+
+def _evidence(
+    s: _Series,
+    slow: dict[Any, float],
+    retests: set[frozenset[str]],
+    *,
+    partners: int,
+    slow_partners: int,
+    fine: dict[str, int] | None = None,
+) -> PairEvidence:
+    """One series' evidence against a node or a link: its ``slow`` pairs, which of them were
+    re-tests, against the healthy pairs' median."""
+    assert s.slow is not None
     return PairEvidence(
         measured=s.measured,
         unit=s.unit,
         healthy_median=s.slow.baseline,
         slow_pairs={_name(p, s.directed): v for p, v in slow.items()},
         retests=[_name(p, s.directed) for p in slow if frozenset(p) in retests],
-        partners=1,
-        slow_partners=1,
-        fine=fine,
+        partners=partners,
+        slow_partners=slow_partners,
+        fine=fine or {},
     )
 
 
