@@ -67,7 +67,8 @@ def test_the_partition_search_records_every_candidate_and_states_its_verdict(
     rows = finding.evidence["rows"]
     assert len([r for r in rows if r["basis"] == "measured"]) == 10
     predicted = [r for r in rows if r["basis"] == "predicted"]
-    assert {(r["d"], r["micro_batch"], r["accum"]) for r in predicted} == {(4, 1, 1)}
+    got_predicted = {(r["d"], r["micro_batch"], r["accum"]) for r in predicted}
+    assert got_predicted == {(4, 1, 1)}, finding.message  # it says why nothing was predicted
     assert finding.evidence["model_error"] is not None  # the d = 2 candidates checked
     summary = (out / "summary.md").read_text(encoding="utf-8")
     assert "## training partition" in summary and "2×2×1 (default)" in summary

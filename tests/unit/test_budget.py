@@ -12,6 +12,8 @@ import pytest
 from clusterbench import catalog, registry
 from clusterbench.analysis import budget as budget_findings
 from clusterbench.analysis.budget_plan import PlanInput, Reference, make_plan, reserve_s
+from clusterbench.benchmarks.attribution import sweep_counts
+from clusterbench.benchmarks.attribution_budget import estimate as attribution_estimate
 from clusterbench.benchmarks.budget import NodeFacts, fit, smallest
 from clusterbench.benchmarks.collectives_budget import estimate as collectives_estimate
 from clusterbench.benchmarks.gemm import GemmConfig
@@ -285,3 +287,14 @@ def test_the_printed_plan_names_sources_shares_and_cuts() -> None:
     cut = plan_lines(make_plan(items[:1], budget_s=10.2, reserve_s=10.0))
     assert "budget 10.2 s (10.0 s of it to start" in cut[0]
     assert "scaled to these settings; share 0.2 s; cut from ~0.5 s: " in cut[1]
+
+
+def test_the_attribution_accumulation_sweep_costs_nothing_on_one_rank() -> None:
+    cfg = registry.get("attribution").preset(suite="standard", device_type="cuda")
+    assert cfg.accum_sweep == [1, 2, 4, 8]
+    one = NodeFacts(device_type="cuda", world_size=1, local_world_size=1)
+    alone, eight = attribution_estimate(cfg, one), attribution_estimate(cfg, GPU8)
+    assert eight.points == 1 + 4 and alone.points == 1
+    assert [t.what for t in eight.terms][1] == "accumulation sweep: k in [1, 2, 4, 8]"
+    assert not any("accumulation" in t.what for t in alone.terms)
+    assert sweep_counts(cfg, world_size=1) == [] and sweep_counts(cfg, world_size=2) == [1, 2, 4, 8]

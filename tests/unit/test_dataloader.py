@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -16,6 +19,8 @@ from clusterbench.analysis import dataloader as dataloader_analysis
 from clusterbench.benchmarks import dataloader as dl
 from clusterbench.benchmarks import dataloader_workload
 from clusterbench.benchmarks.dataloader_datasets import write_tokens
+from clusterbench.benchmarks.dataloader_sweep import LoaderSetting
+from clusterbench.benchmarks.dataloader_timing import make_loader, worker_start_method
 from clusterbench.benchmarks.training.workload import Batch, Workload
 from clusterbench.config import ConfigError, Thresholds, build_run_config
 from clusterbench.runtime.dist import DistContext
@@ -129,6 +134,42 @@ def test_sweep_caps_workers_and_pins_only_on_cuda() -> None:
     assert all(s.prefetch_factor is None for s in cpu if s.num_workers == 0)
     gpu = dl.sweep_settings(cfg, device=torch.device("cuda", 0), cores=4)
     assert len(gpu) == 2 * (1 + 2 * 2)
+
+
+_RANK_STATE = {"set": False}
+"""Set in a spawned rank before its loader starts: a forked loader worker sees it, a spawned
+one re-imports this module and does not."""
+
+
+class _SeesRankState(torch.utils.data.Dataset[torch.Tensor]):
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.tensor(_RANK_STATE["set"])
+
+
+def _rank(out: Any) -> None:
+    _RANK_STATE["set"] = True
+    setting = LoaderSetting(num_workers=2, pin_memory=False, prefetch_factor=2)
+    loader = make_loader(_SeesRankState(), setting=setting, batch_size=2, num_batches=4)
+    out.put([bool(b.all()) for b in loader])
+
+
+def test_loader_workers_start_as_in_a_fresh_interpreter_even_in_a_spawned_rank() -> None:
+    method = worker_start_method()
+    if sys.platform.startswith("linux"):
+        assert method == ("forkserver" if sys.version_info >= (3, 14) else "fork")
+    if method != "fork":
+        pytest.skip(f"workers start by {method} here: they re-import, as in a fresh interpreter")
+    spawn = multiprocessing.get_context("spawn")  # as the benchmark's ranks start
+    queue = spawn.Queue()
+    rank = spawn.Process(target=_rank, args=(queue,))
+    rank.start()
+    seen = queue.get(timeout=120)
+    rank.join(timeout=60)
+    assert rank.exitcode == 0
+    assert seen == [True] * 4  # every batch came from a forked worker
 
 
 def test_token_shard_windows() -> None:

@@ -49,6 +49,7 @@ __all__ = [
     "AttributionMetrics",
     "AttributionModel",
     "attribution",
+    "sweep_counts",
 ]
 
 AttributionModel = Literal[Model, steps.LocalModel]
@@ -128,7 +129,9 @@ class AttributionConfig(WorkloadSettings):
     accum_sweep: list[int] = field(default_factory=list)
     """Accumulation steps to profile the workload at, after the profile above (e.g. 1, 2, 4,
     8): each rank's idle and collective wait per iteration (one optimizer step of k
-    micro-steps), from a trace per k (warmup + active steps each); empty: no sweep."""
+    micro-steps), from a trace per k (warmup + active steps each); empty: no sweep.  It runs
+    on 2 or more ranks only: one rank has no collective to wait for (training's
+    grad_accum_sweep likewise)."""
     accum_min_rise_pct: float = ACCUM_MIN_RISE_PCT
     """The sweep's statement: a rise of idle + wait past four accumulation steps is reported
     when it is beyond the noise and at least this many points of the iteration."""
@@ -231,12 +234,20 @@ def _step(
     )  # fmt: skip
 
 
+def sweep_counts(cfg: AttributionConfig, *, world_size: int) -> list[int]:
+    """The accumulation counts the sweep profiles: ``accum_sweep`` with 2 or more ranks, none
+    with one (no collective waits for a slower rank there)."""
+    return list(cfg.accum_sweep) if world_size > 1 else []
+
+
 def attribution(ctx: DistContext, cfg: AttributionConfig) -> Iterator[Measurement]:
     """Step time split into compute, memory, communication and coordination, per rank; then
-    the idle and wait per iteration at each accumulation count of ``accum_sweep``."""
-    sweep_steps = len(cfg.accum_sweep) * (cfg.warmup + cfg.active)
+    the idle and wait per iteration at each accumulation count of ``accum_sweep`` (with 2 or
+    more ranks)."""
+    counts = sweep_counts(cfg, world_size=ctx.world_size)
+    sweep_steps = len(counts) * (cfg.warmup + cfg.active)
     ctx.progress.start(cfg.warmup_steps + 2 * cfg.active + cfg.wait + cfg.warmup + sweep_steps)
-    most = max([cfg.grad_accum, *cfg.accum_sweep]) if _reusable(cfg) else cfg.grad_accum
+    most = max([cfg.grad_accum, *counts]) if _reusable(cfg) else cfg.grad_accum
     with tempfile.TemporaryDirectory() as tmp, case_scope(cfg.precision):
         scratch = Path(tmp)
         trainer, batches = _workload(ctx, cfg, num_batches=most)
@@ -249,15 +260,15 @@ def attribution(ctx: DistContext, cfg: AttributionConfig) -> Iterator[Measuremen
         yield from _profiled_measurements(ctx, cfg, profiled=profiled)
         sweep: Iterator[tuple[int, StepTrainer, list[Batch]]]
         if _reusable(cfg):
-            sweep = ((k, trainer, batches[:k]) for k in cfg.accum_sweep)
+            sweep = ((k, trainer, batches[:k]) for k in counts)
         else:
             del trainer, batches, step
-            sweep = _fresh_workloads(ctx, cfg)
+            sweep = _fresh_workloads(ctx, cfg, counts)
         for i, (k, sweep_trainer, sweep_batches) in enumerate(sweep):
             if ctx.budget.agree_expired(ctx):  # rank 0 decides: every rank stops at the same k
                 ctx.budget.stopped(
                     done=1 + i,
-                    total=1 + len(cfg.accum_sweep),
+                    total=1 + len(counts),
                     unit="profiles (the step, then each accumulation count)",
                 )
                 break
@@ -269,12 +280,12 @@ def attribution(ctx: DistContext, cfg: AttributionConfig) -> Iterator[Measuremen
 
 
 def _fresh_workloads(
-    ctx: DistContext, cfg: AttributionConfig
+    ctx: DistContext, cfg: AttributionConfig, counts: list[int]
 ) -> Iterator[tuple[int, StepTrainer, list[Batch]]]:
-    """Per k of the sweep, the workload built for k micro-batches (pipelines), each after the
+    """Per k of ``counts``, the workload built for k micro-batches (pipelines), each after the
     one before is freed."""
     cases.free_memory(ctx)
-    for k in cfg.accum_sweep:
+    for k in counts:
         trainer, batches = _workload(ctx, cfg, num_batches=k)
         yield k, trainer, batches
         del trainer, batches

@@ -2,13 +2,13 @@
 
 Building (and compiling) the workload, the profiled steps (warm-up, the profiler's wait,
 warm-up and active steps, then as many timed without it), reading each trace back, and per
-accumulation count k of the sweep warm-up + active steps of k micro-steps with a trace each.
-A step's seconds are training's (:func:`.training.budget.step_seconds`).
+accumulation count k of the sweep (2 or more ranks) warm-up + active steps of k micro-steps
+with a trace each.  A step's seconds are training's (:func:`.training.budget.step_seconds`).
 """
 
 from __future__ import annotations
 
-from clusterbench.benchmarks.attribution import AttributionConfig
+from clusterbench.benchmarks.attribution import AttributionConfig, sweep_counts
 from clusterbench.benchmarks.budget import (
     BudgetModel,
     Estimate,
@@ -47,10 +47,11 @@ def estimate(cfg: AttributionConfig, facts: NodeFacts) -> Estimate:
             build + profiled * step(cfg.grad_accum) + TRACE_S[kind],
         ),
     ]
-    if cfg.accum_sweep:
-        seconds = sum((cfg.warmup + cfg.active) * step(k) + TRACE_S[kind] for k in cfg.accum_sweep)
-        terms.append(Term(f"accumulation sweep: k in {cfg.accum_sweep}", seconds))
-    return Estimate(terms=tuple(terms), points=1 + len(cfg.accum_sweep))
+    counts = sweep_counts(cfg, world_size=facts.world_size)
+    if counts:
+        seconds = sum((cfg.warmup + cfg.active) * step(k) + TRACE_S[kind] for k in counts)
+        terms.append(Term(f"accumulation sweep: k in {counts}", seconds))
+    return Estimate(terms=tuple(terms), points=1 + len(counts))
 
 
 MODEL = BudgetModel(
