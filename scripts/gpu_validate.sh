@@ -147,11 +147,13 @@ if [ "$SUITE" = suites ]; then
   # Issue 20's targets: each suite's wall time on this machine (quick under 1 min, standard
   # under 5 min) with the plan it printed, then the standard suite under --budget; per
   # benchmark its planned and measured seconds (scripts/suite_times.py), the table last.
-  # SUITES='quick standard budget': the steps (default all); BUDGET=2m: the budget.
+  # SUITES='quick standard budget': the steps (default all); BUDGET=2m: the budget; ONLY: the
+  # benchmarks to run (default the suite's).
   swant() { [[ " ${SUITES:-quick standard budget} " == *" $1 "* ]]; }
   for s in quick standard budget; do
     swant "$s" || continue
     args=(--suite "$s"); [ "$s" = budget ] && args=(--suite standard --budget "${BUDGET:-2m}")
+    [ -n "${ONLY:-}" ] && args+=(--only "$ONLY")  # ONLY=dataloader,attribution: those alone
     t0=$(date +%s.%N)
     timeout 560 python3 -m clusterbench run "${args[@]}" --out "/tmp/cb-suite-$s-$$" \
       --no-history "$@" >"$OUT/run-suite-$s.log" 2>&1
