@@ -13,6 +13,7 @@ from clusterbench.benchmarks.budget import (
     Estimate,
     FactQuery,
     NodeFacts,
+    Rate,
     Term,
     drop_cut,
     halve_cut,
@@ -20,7 +21,7 @@ from clusterbench.benchmarks.budget import (
 from clusterbench.benchmarks.memory import MemoryConfig
 from clusterbench.units import format_bytes
 
-__all__ = ["MODEL", "estimate"]
+__all__ = ["MODEL", "copy_rate", "estimate"]
 
 SPEC_FRACTION = 0.9
 """Share of the spec's bandwidth a large copy reaches (docs/results/H200.md: ~90%)."""
@@ -34,13 +35,19 @@ _MIN_SIZE_BYTES = {"cuda": 1 << 30, "cpu": 64 << 20}
 """Smallest buffer a cut leaves: many times the GPU's L2 (50 MB on an H200) or a CPU's LLC."""
 
 
-def estimate(cfg: MemoryConfig, facts: NodeFacts) -> Estimate:
+def copy_rate(facts: NodeFacts) -> Rate:
+    """The device memory's GB/s: this node's measured copy rate, else 90% of the spec's, else
+    nominal (the weight update's model uses it too)."""
     spec = facts.spec_memory_gbps
-    rate = facts.rate(
+    return facts.rate(
         "memory_copy_gbps",
         nominal=CPU_GBPS if not facts.cuda else 1000.0,
         spec=None if spec is None else SPEC_FRACTION * spec,
     )
+
+
+def estimate(cfg: MemoryConfig, facts: NodeFacts) -> Estimate:
+    rate = copy_rate(facts)
     runs = cfg.warmup + cfg.repeats + 1
     moved = sum(_PASSES[op] for op in cfg.ops) * runs * cfg.size_bytes
     terms = [

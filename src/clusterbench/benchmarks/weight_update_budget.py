@@ -17,8 +17,8 @@ from clusterbench.benchmarks.budget import (
     drop_cut,
     halve_cut,
 )
-from clusterbench.benchmarks.memory_budget import CPU_GBPS, SPEC_FRACTION
 from clusterbench.benchmarks.memory_budget import MODEL as MEMORY_MODEL
+from clusterbench.benchmarks.memory_budget import copy_rate
 from clusterbench.benchmarks.training.budget import num_params
 from clusterbench.benchmarks.weight_update import WeightUpdateConfig
 
@@ -35,12 +35,7 @@ BUILD_GBPS = {"cuda": 50.0, "cpu": 1.0}
 
 
 def estimate(cfg: WeightUpdateConfig, facts: NodeFacts) -> Estimate:
-    spec = facts.spec_memory_gbps
-    rate = facts.rate(
-        "memory_copy_gbps",
-        nominal=CPU_GBPS if not facts.cuda else 1000.0,
-        spec=None if spec is None else SPEC_FRACTION * spec,
-    )
+    rate = copy_rate(facts)
     n = num_params(cfg.model)
     updates = cfg.warmup + cfg.repeats
     seconds = 0.0
