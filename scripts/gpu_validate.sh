@@ -13,7 +13,9 @@
 #   SUITES='quick standard budget' BUDGET=2m scripts/gpu_validate.sh suites   # the suites'
 #     wall times against their targets, with their plans, and the standard suite under --budget
 #   scripts/gpu_validate.sh checkpoint   # bounded checkpoint (standard suite) against the real
-#     full-size save of the 1.3b state, side by side (CKPT='bounded full': the steps; default both)
+#     full-size save of the 1.3b state, side by side (CKPT='bounded full': the steps; default both;
+#     FULL_REPEATS=2: timed rounds of the whole state per format, default 1, each ~140 s on one
+#     H200 for the four formats; FULL_WARMUP=1: untimed rounds before them, default 0)
 #
 # Needs python3 with torch (CUDA), rich, typer, psutil, nvidia-ml-py; wheels for anything else
 # (pydantic) may be placed in .whl/ and are installed to a private folder first.
@@ -177,9 +179,10 @@ if [ "$SUITE" = checkpoint ]; then
   # full-size save and load of that state (15.9 GiB, once per format); a table of both last.
   cwant() { [[ " ${CKPT:-bounded full} " == *" $1 "* ]]; }
   cwant bounded && runstep ckpt-bounded 420 --suite standard --only checkpoint "$@"
-  cwant full && runstep ckpt-full 300 --suite standard --only checkpoint \
-    --set checkpoint.max_bytes=0 --set checkpoint.num_sizes=1 --set checkpoint.repeats=1 \
-    --set checkpoint.min_repeats=1 --set checkpoint.warmup=0 "$@"
+  fr=${FULL_REPEATS:-1} fw=${FULL_WARMUP:-0}  # timed and untimed rounds of the whole state
+  cwant full && runstep ckpt-full $(( 60 + 170 * (fr + fw) )) --suite standard --only checkpoint \
+    --set checkpoint.max_bytes=0 --set checkpoint.num_sizes=1 --set checkpoint.repeats="$fr" \
+    --set checkpoint.min_repeats="$fr" --set checkpoint.warmup="$fw" "$@"
   for f in "$OUT"/summary-ckpt-*.md; do [ -f "$f" ] && grep -A40 -i "^#* *checkpoint" "$f" \
     | head -60 >"${f%.md}.checkpoint.txt"; done
   if [ -f "$OUT/results-ckpt-bounded.json" ] && [ -f "$OUT/results-ckpt-full.json" ]; then
