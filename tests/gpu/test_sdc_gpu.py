@@ -63,3 +63,21 @@ def test_fp32_runs_with_tf32_off() -> None:
     ref = chain(a.double(), b1.double(), b2.double(), depth=case.depth)
     rel = float(torch.linalg.vector_norm(got.double() - ref) / torch.linalg.vector_norm(ref))
     assert rel < 1e-4, rel
+
+
+def test_inputs_are_drawn_on_each_gpu_with_the_same_bits() -> None:
+    """A GPU draws its own inputs (the CPU's sequential generator took seconds a case); the
+    same seed gives the same bits on every draw and on every GPU of this machine's one model,
+    another seed other bits, and every value is an exact multiple of its power of two."""
+    case = Case("bf16", 8192, 2048, 4096, depth=4)
+    devices = [torch.device("cuda", i) for i in range(torch.cuda.device_count())]
+    first = make_inputs(case, seed=3, device=devices[0])
+    assert all(t.device == devices[0] and t.dtype == torch.bfloat16 for t in first)
+    for dev in devices:
+        again = make_inputs(case, seed=3, device=dev)
+        assert all(torch.equal(x.cpu(), y.cpu()) for x, y in zip(first, again, strict=True))
+    other = make_inputs(case, seed=4, device=devices[0])
+    assert not torch.equal(first[0], other[0])
+    ints = first[0].float() * 2.0**7  # A is integers in [-128, 128] times 2^-7
+    assert torch.equal(ints, ints.round()) and float(ints.abs().max()) <= 128
+    assert len(torch.unique(ints)) > 200  # a real draw, not a constant

@@ -20,6 +20,8 @@ from clusterbench.benchmarks.gemm import GemmConfig
 from clusterbench.benchmarks.gemm_budget import MODEL as GEMM
 from clusterbench.benchmarks.network_budget import estimate as network_estimate
 from clusterbench.benchmarks.pair_plan import planned_rounds
+from clusterbench.benchmarks.sdc_budget import DRAW_M_PER_S
+from clusterbench.benchmarks.sdc_budget import estimate as sdc_estimate
 from clusterbench.benchmarks.training.budget import MODEL as TRAINING
 from clusterbench.benchmarks.training.settings import TrainingConfig
 from clusterbench.config import ConfigError, build_run_config
@@ -298,3 +300,17 @@ def test_the_attribution_accumulation_sweep_costs_nothing_on_one_rank() -> None:
     assert [t.what for t in eight.terms][1] == "accumulation sweep: k in [1, 2, 4, 8]"
     assert not any("accumulation" in t.what for t in alone.terms)
     assert sweep_counts(cfg, world_size=1) == [] and sweep_counts(cfg, world_size=2) == [1, 2, 4, 8]
+
+
+def test_the_sdc_inputs_a_cpu_draws_do_not_shrink_with_repeats() -> None:
+    """The standard preset's inputs are drawn once per case: fewer repeats cut the products and
+    the hashes, not the draw; a GPU draws its own inputs, at no counted cost."""
+    cfg = registry.get("sdc").preset(suite="standard", device_type="cuda")
+    elements = sum(c.m * c.k + c.k * c.n + c.n * c.k for c in cfg.cases())
+    on_cpu = sdc_estimate(cfg, CPU)
+    draw = [t for t in on_cpu.terms if "input elements drawn" in t.what]
+    assert len(draw) == 1 and draw[0].seconds == pytest.approx(elements / (DRAW_M_PER_S * 1e6))
+    halved = sdc_estimate(dataclasses.replace(cfg, repeats=cfg.repeats // 2), CPU)
+    rest = on_cpu.seconds - draw[0].seconds
+    assert halved.seconds == pytest.approx(draw[0].seconds + rest / 2)
+    assert not any("drawn" in t.what for t in sdc_estimate(cfg, GPU8).terms)

@@ -2,8 +2,9 @@
 
 Per case (dtype x shape) and repeat: a chain of ``depth`` products at the matmul rate (the
 gemm sweep's measured rate on this node, else 70% of the spec's peak, else nominal), then the
-result hashed on the host (and, on GPUs, copied there first); the inputs are filled once per
-case from the seed.
+result hashed on the host (and, on GPUs, copied there first); the inputs are drawn once per
+case from the seed: on a CPU by its sequential generator, at ``DRAW_M_PER_S``; a GPU draws its
+own in a few milliseconds (not counted).
 """
 
 from __future__ import annotations
@@ -20,12 +21,15 @@ from clusterbench.benchmarks.gemm_budget import CPU_TFLOPS, SPEC_FRACTION
 from clusterbench.benchmarks.gemm_budget import MODEL as GEMM_MODEL
 from clusterbench.benchmarks.sdc import SdcConfig
 
-__all__ = ["MODEL", "estimate"]
+__all__ = ["DRAW_M_PER_S", "MODEL", "estimate"]
 
 HASH_GBPS = 0.5
 """Nominal GB/s the host hashes results at (hashlib over a CPU copy of the result)."""
 D2H_GBPS = 10.0
 """Nominal GB/s of the device-to-host copy of a result before it is hashed."""
+DRAW_M_PER_S = 60.0
+"""Nominal millions of input elements a CPU draws a second (torch's Mersenne Twister, one
+thread; 45-90 measured on a 2-core VM)."""
 _ELEMENT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
 
@@ -40,9 +44,10 @@ def _tflops(facts: NodeFacts, dtype: str) -> float:
 
 def estimate(cfg: SdcConfig, facts: NodeFacts) -> Estimate:
     cases = cfg.cases()
-    compute = hashed = 0.0
+    compute = hashed = drawn = 0.0
     for case in cases:
         m, n, k = case.m, case.n, case.k
+        drawn += m * k + k * n + n * k
         # the chain alternates (M x K)@(K x N) and (M x N)@(N x K): 2MNK FLOPs each
         compute += cfg.repeats * case.depth * 2.0 * m * n * k / (_tflops(facts, case.dtype) * 1e12)
         hashed += cfg.repeats * m * max(n, k) * _ELEMENT_BYTES.get(case.dtype, 4)
@@ -54,6 +59,13 @@ def estimate(cfg: SdcConfig, facts: NodeFacts) -> Estimate:
             hashed / (rate * 1e9),
         ),
     )
+    if not facts.cuda:
+        terms += (
+            Term(
+                f"{drawn / 1e6:.3g} M input elements drawn at {DRAW_M_PER_S:.3g} M/s (nominal)",
+                drawn / (DRAW_M_PER_S * 1e6),
+            ),
+        )
     return Estimate(terms=terms, points=len(cases))
 
 

@@ -1,9 +1,14 @@
 """What the ``sdc`` check computes on each device: fixed inputs, the GEMM chain, the hash of a
 result, the difference between two results, and the group of devices that must agree.
 
-Inputs are drawn as integers from a CPU ``torch.Generator`` and scaled by powers of two, so
-they are exact in fp32, bf16 and fp16 and bit-identical on every host (a float draw could
-differ between CPUs with and without AVX2 in its last bits; an integer draw cannot).
+Inputs are drawn as integers from a ``torch.Generator`` seeded alike on every rank and scaled
+by powers of two, so they are exact in fp32, bf16 and fp16 (a float draw could differ between
+CPUs with and without AVX2 in its last bits; an integer draw cannot). A GPU draws its own: the
+Philox generator's bits for one seed depend on the launch layout, which the GPU model and SM
+count, torch and CUDA fix, and those are what a peer group already shares
+(:func:`peer_group`), so the devices that are compared draw the same bits. A CPU generator
+(Mersenne Twister) is sequential: the standard preset's 667 M input elements took it about
+10 s on a 2-core VM (45-90 M elements/s), more than the GEMMs and hashes together on an H200.
 """
 
 from __future__ import annotations
@@ -58,7 +63,9 @@ class Case:
 
 
 def _draw(rows: int, cols: int, *, gen: torch.Generator, scale_exp: int) -> torch.Tensor:
-    ints = torch.randint(-_DRAW, _DRAW + 1, (rows, cols), generator=gen, dtype=torch.int32)
+    ints = torch.randint(
+        -_DRAW, _DRAW + 1, (rows, cols), generator=gen, dtype=torch.int32, device=gen.device
+    )
     return ints.to(torch.float32) * 2.0**scale_exp
 
 
@@ -72,13 +79,14 @@ def _scale_exp(inner: int) -> int:
 def make_inputs(
     case: Case, *, seed: int, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """A (M x K), B1 (K x N) and B2 (N x K) from ``seed``, the same bits on every host."""
-    gen = torch.Generator(device="cpu").manual_seed(seed)
+    """A (M x K), B1 (K x N) and B2 (N x K) from ``seed``, drawn on ``device``: the same bits
+    on every device of one peer group."""
+    gen = torch.Generator(device=device).manual_seed(seed)
     dtype = TORCH_DTYPES[case.dtype]
     a = _draw(case.m, case.k, gen=gen, scale_exp=-round(math.log2(_DRAW)))
     b1 = _draw(case.k, case.n, gen=gen, scale_exp=_scale_exp(case.k))
     b2 = _draw(case.n, case.k, gen=gen, scale_exp=_scale_exp(case.n))
-    return tuple(t.to(dtype).to(device) for t in (a, b1, b2))  # type: ignore[return-value]
+    return tuple(t.to(dtype) for t in (a, b1, b2))  # type: ignore[return-value]
 
 
 def chain(a: torch.Tensor, b1: torch.Tensor, b2: torch.Tensor, *, depth: int) -> torch.Tensor:
