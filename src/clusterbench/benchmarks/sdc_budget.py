@@ -52,21 +52,21 @@ def estimate(cfg: SdcConfig, facts: NodeFacts) -> Estimate:
         compute += cfg.repeats * case.depth * 2.0 * m * n * k / (_tflops(facts, case.dtype) * 1e12)
         hashed += cfg.repeats * m * max(n, k) * _ELEMENT_BYTES.get(case.dtype, 4)
     rate = 1 / (1 / HASH_GBPS + (1 / D2H_GBPS if facts.cuda else 0.0))
-    terms = (
+    terms = [
         Term(f"{len(cases)} cases x {cfg.repeats} repeats x {cfg.depth} products", compute),
         Term(
             f"{hashed / 1e9:.3g} GB of results hashed at {rate:.2g} GB/s (nominal)",
             hashed / (rate * 1e9),
         ),
-    )
+    ]
     if not facts.cuda:
-        terms += (
+        terms.append(
             Term(
                 f"{drawn / 1e6:.3g} M input elements drawn at {DRAW_M_PER_S:.3g} M/s (nominal)",
                 drawn / (DRAW_M_PER_S * 1e6),
-            ),
+            )
         )
-    return Estimate(terms=terms, points=len(cases))
+    return Estimate(terms=tuple(terms), points=len(cases))
 
 
 MODEL = BudgetModel(
