@@ -1,5 +1,6 @@
 """Shared pytest hooks: tests marked ``gpu`` are skipped where CUDA is unavailable, and every
-test's runs are recorded in a history database of its own, never the user's; ``world``: a
+test's runs are recorded in a history database of its own (a module's shared fixtures' in one
+of the session's), never the user's; ``world``: a
 one-rank gloo process group for a test that calls a benchmark in its own process."""
 
 from __future__ import annotations
@@ -10,6 +11,16 @@ from pathlib import Path
 import pytest
 
 from clusterbench.history import HISTORY_ENV
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Module- and session-scoped fixtures run before a test's own fixtures: the runs they
+    start record into this temporary database, not the user's."""
+    with pytest.MonkeyPatch.context() as patch:
+        path = tmp_path_factory.mktemp("history-shared") / "history.sqlite"
+        patch.setenv(HISTORY_ENV, str(path))
+        yield
 
 
 @pytest.fixture(autouse=True)
