@@ -129,6 +129,7 @@ def run(
     budget: str | None = None,
     history: Path | None = None,
     use_history: bool = False,
+    plan_only: bool = False,
 ) -> RunOutcome:
     """Run a suite and return its results (the library form of ``clusterbench run``).
 
@@ -143,6 +144,8 @@ def run(
     ``budget`` (a duration: ``10m``): the whole run should take this long; every benchmark is
     cut to its share and stops at it (``run.plan`` says what was cut).  ``use_history``: plan
     with the earlier runs of this host in the history at ``history`` (None: the default one).
+    ``plan_only``: make the plan, hand it to ``announce`` and return (exit code 0, no results)
+    without starting a worker or writing anything.
     """
     device_type = resolve_device(device)
     config = build_run_config(
@@ -185,8 +188,16 @@ def run(
                         history=False)  # fmt: skip
         if announce is not None and launcher.rank == 0:
             announce(plan)
+        if plan_only:
+            return RunOutcome(results=None, run_dir=Path(out or "."), exit_code=0)
         return _join(spec, rank=launcher.rank)
     num_workers = _num_workers(nproc, device_type, oversubscribe=oversubscribe)
+    if plan_only:
+        plan = _planned(spec, world_size=num_workers, local_world_size=num_workers,
+                        history=history if use_history else False)  # fmt: skip
+        if announce is not None:
+            announce(plan)
+        return RunOutcome(results=None, run_dir=Path(out or "."), exit_code=0)
     run_dir = prepare_run_dir(out, workers=num_workers)
     spec.run_dir, spec.run_id = str(run_dir), run_dir.name
     plan = _planned(spec, world_size=num_workers, local_world_size=num_workers,

@@ -195,3 +195,23 @@ def test_info_json_is_host_info() -> None:
     assert result.exit_code == 0
     host = HostInfo.model_validate_json(result.stdout)
     assert host.hostname and (host.cpu.threads or 0) > 0
+
+
+def test_plan_prints_every_benchmark_and_the_cuts_then_stops_writing_nothing(
+    tmp_path: Path,
+) -> None:
+    """``run --plan``: the plan of the suite on this machine, with --budget what it would cut,
+    then exit 0 without starting a worker or making the run folder."""
+    out = tmp_path / "run"
+    full = cli("run", "--device", "cpu", "--suite", "full", "--plan", "--out", str(out))
+    assert full.returncode == 0, full.stderr[-2000:]
+    lines = full.stdout.splitlines()
+    assert lines[0].startswith("plan: expected ~") and "for 11 benchmarks" in lines[0]
+    for name in ("gemm", "collectives", "training", "checkpoint", "attribution"):
+        assert any(line.split()[:1] == [name] for line in lines[1:]), name
+    assert lines[-1].startswith("plan only: nothing was run")
+    cut = cli("run", "--device", "cpu", "--suite", "standard", "--plan", "--budget", "40s",
+              "--out", str(out))  # fmt: skip
+    assert cut.returncode == 0, cut.stderr[-2000:]
+    assert "budget 40.0 s" in cut.stdout and "cut from ~" in cut.stdout
+    assert not out.exists() and "plan:" not in cut.stderr

@@ -135,6 +135,15 @@ def run(
             "benchmark's own limit: --set NAME.time_budget_s=SECONDS.",
         ),
     ] = None,
+    plan_only: Annotated[
+        bool,
+        typer.Option(
+            "--plan",
+            help="Print the plan and stop: each benchmark's expected time on this machine (from "
+            "earlier runs here, the shipped table or its cost model) and, with --budget, what "
+            "would be cut; nothing is run or written.",
+        ),
+    ] = False,
     baseline: Annotated[
         str | None,
         typer.Option(
@@ -226,9 +235,13 @@ def run(
             budget=budget,
             history=history,
             use_history=not no_history,
+            plan_only=plan_only,
         )
     except ConfigError as exc:
         raise _usage_error(str(exc)) from None
+    if plan_only:
+        _console().print("plan only: nothing was run (the same command without --plan runs it)")
+        raise typer.Exit(0)
     comparison = None
     if against is not None:
         outcome, comparison = _with_baseline(outcome, against, history=history, use=not no_history)
