@@ -192,18 +192,15 @@ def run(
             return RunOutcome(results=None, run_dir=Path(out or "."), exit_code=0)
         return _join(spec, rank=launcher.rank)
     num_workers = _num_workers(nproc, device_type, oversubscribe=oversubscribe)
-    if plan_only:
-        plan = _planned(spec, world_size=num_workers, local_world_size=num_workers,
-                        history=history if use_history else False)  # fmt: skip
-        if announce is not None:
-            announce(plan)
-        return RunOutcome(results=None, run_dir=Path(out or "."), exit_code=0)
-    run_dir = prepare_run_dir(out, workers=num_workers)
-    spec.run_dir, spec.run_id = str(run_dir), run_dir.name
+    run_dir = None if plan_only else prepare_run_dir(out, workers=num_workers)
+    if run_dir is not None:
+        spec.run_dir, spec.run_id = str(run_dir), run_dir.name
     plan = _planned(spec, world_size=num_workers, local_world_size=num_workers,
                     history=history if use_history else False)  # fmt: skip
     if announce is not None:
         announce(plan)
+    if run_dir is None:
+        return RunOutcome(results=None, run_dir=Path(out or "."), exit_code=0)
     return _launch(spec, num_workers=num_workers)
 
 
