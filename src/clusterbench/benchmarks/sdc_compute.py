@@ -7,8 +7,9 @@ CPUs with and without AVX2 in its last bits; an integer draw cannot). A GPU draw
 Philox generator's bits for one seed depend on the launch layout, which the GPU model and SM
 count, torch and CUDA fix, and those are what a peer group already shares
 (:func:`peer_group`), so the devices that are compared draw the same bits. A CPU generator
-(Mersenne Twister) is sequential: the standard preset's 667 M input elements took it about
-10 s on a 2-core VM (45-90 M elements/s), more than the GEMMs and hashes together on an H200.
+(Mersenne Twister) is sequential: 45-90 M elements/s a case on a 2-core VM; on one H200's host
+drawing the standard preset's 667 M elements on the GPU instead took the check from 11.2 s to
+7.8 s (docs/results/H200-suite-times.md).
 """
 
 from __future__ import annotations
