@@ -20,6 +20,9 @@ def _shared_history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         path = tmp_path_factory.mktemp("history-shared") / "history.sqlite"
         patch.setenv(HISTORY_ENV, str(path))
+        # the CLI's tables are as wide as COLUMNS says (120 without it, off a terminal):
+        # pytest-xdist sets it to 80 in its workers, a user's shell may set anything
+        patch.delenv("COLUMNS", raising=False)
         yield
 
 

@@ -3,12 +3,13 @@ one-rank context for calling a benchmark directly."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +87,18 @@ def wait_for_activity(out: Path, rank: int, prefix: str, *, timeout: float = 180
             return state
         time.sleep(0.2)
     raise AssertionError(f"rank {rank} never reached {prefix!r} within {timeout:g} s")
+
+
+@contextlib.contextmanager
+def busy_core(core: int, num_spinners: int) -> Iterator[None]:
+    """``num_spinners`` processes that spin on CPU core ``core`` for as long as the block runs
+    (a planted slowdown: a process pinned there gets about 1 / (num_spinners + its peers) of
+    the core)."""
+    spin = f"import os; os.sched_setaffinity(0, {{{core}}})\nwhile True: pass"
+    procs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(num_spinners)]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()

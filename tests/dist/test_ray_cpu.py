@@ -28,7 +28,7 @@ from clusterbench.doctor.placement import FINDING_ID as PLACEMENT_FINDING
 
 pytest.importorskip("ray.train", reason="needs Ray Train: pip install 'clusterbench[ray]'")
 
-pytestmark = pytest.mark.dist
+pytestmark = [pytest.mark.dist, pytest.mark.ray]
 
 HOST = socket.gethostname()
 RAY_START_S = 120.0

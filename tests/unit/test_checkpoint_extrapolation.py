@@ -1,17 +1,23 @@
 """The checkpoint extrapolation checked against a measured larger CPU state.
 
 A bounded run (at most 1/4 of a 101 MB state, at three sizes: 6, 13 and 25 MB) predicts the
-seconds of the whole state; a full-size run then saves and loads that state; each prediction
-must be within ±50% of the measurement.  Why so wide: on a 2-core CI machine with a virtual
-disk, one save or load of tens of MB swings by 20-50% from round to round (DCP's fixed cost,
-~0.1 s, is most of a small load), and the prediction extrapolates 4x beyond the sizes fitted.
-A wrong model misses by more: leaving out the optimizer state is 3x off.  When the first
-pair of runs misses, a second pair is made (a burst of other work on a shared machine slows
-one run, not both pairs); a model that is wrong misses in both.
+seconds of the whole state; a full-size run then saves and loads that state.  The effect
+judged: the model with the optimizer state (right) against the model without it (3x off).
+One pair of runs is too noisy to tell them apart on a loaded 2-core machine with a virtual
+disk: predicted / measured ranged 0.77-1.23 idle and 0.43-1.32 with two processes spinning
+beside it (4 and 5 pairs; DCP's and torch's loads swing most).  So three pairs are made, one
+after the other (a burst of load hits a pair, both of its runs alike), and judged as:
+- the median of all 12 ratios (torch and DCP, save and load, three pairs) within a factor
+  sqrt(3) of 1, the midpoint between the right model and the 3x-off one (measured medians
+  of 16 and 20 ratios: 1.04 idle, 1.01 loaded; a wrong model gives about 0.33);
+- each format and operation's median over the pairs within a factor 3 (none measured below
+  0.43 or above 1.32 in a single pair).
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -26,7 +32,7 @@ from clusterbench.schema import Measurement
 
 _DIM, _LAYERS = 512, 32  # 8.4 M fp32 parameters: 34 MB of weights, 101 MB with AdamW m, v
 STATE_BYTES = 3 * 4 * _DIM * _DIM * _LAYERS + 4 * _LAYERS  # weight, m, v fp32; AdamW steps
-TOLERANCE = 0.5
+PAIRS = 3
 
 
 def _workload(name: str, *, device: torch.device, seq_len: int | None = None) -> Workload:
@@ -46,18 +52,21 @@ def _run(directory: Path, **settings: object) -> list[Measurement]:
     return list(ck.checkpoint(one_rank_ctx("checkpoint"), cfg))
 
 
+@pytest.mark.timing
 def test_bounded_rates_predict_the_full_state(
     world: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(ck, "load_workload", _workload)
-    misses = _predict_and_measure(tmp_path)
-    if misses:  # one more pair of runs: a burst of other work on a shared machine
-        misses = _predict_and_measure(tmp_path)
-    assert not misses, misses
+    pairs = [_predicted_over_measured(tmp_path) for _ in range(PAIRS)]
+    overall = statistics.median(r for pair in pairs for r in pair.values())
+    assert 1 / math.sqrt(3) < overall < math.sqrt(3), pairs
+    for key in pairs[0]:
+        each = statistics.median(pair[key] for pair in pairs)
+        assert 1 / 3 < each < 3, (key, pairs)
 
 
-def _predict_and_measure(directory: Path) -> list[str]:
-    """Bounded run, then full-size run; the predictions further than TOLERANCE off."""
+def _predicted_over_measured(directory: Path) -> dict[str, float]:
+    """Bounded run, then full-size run: predicted / measured seconds of each format and op."""
     bounded = _run(directory, max_bytes=STATE_BYTES // 4, num_sizes=3)
     full = _run(directory, max_bytes=0, num_sizes=1)
     for fmt in ("torch", "dcp"):  # three sizes each, at most 1/4 of the state
@@ -67,7 +76,7 @@ def _predict_and_measure(directory: Path) -> list[str]:
         fits = [m for m in bounded if m.metric == "fit_gbps" and m.params["format"] == fmt]
         assert [m.params["op"] for m in fits] == ["save", "load"]
         assert all(m.params["num_sizes"] == 3 for m in fits)
-    misses = []
+    ratios = {}
     for fmt in ("torch", "dcp"):
         for op in ("save", "load"):
             predicted = _one(bounded, "predicted_s", format=fmt, model="mlp",
@@ -75,10 +84,8 @@ def _predict_and_measure(directory: Path) -> list[str]:
             assert predicted.params["checkpoint_bytes"] == STATE_BYTES
             measured = _one(full, f"{op}_s", format=fmt)
             assert measured.params["size_bytes"] == STATE_BYTES
-            if abs(predicted.value / measured.value - 1) > TOLERANCE:
-                misses.append(f"{fmt} {op}: predicted {predicted.value:.3g} s, "
-                              f"measured {measured.value:.3g} s")  # fmt: skip
-    return misses
+            ratios[f"{fmt} {op}"] = predicted.value / measured.value
+    return ratios
 
 
 def _one(ms: list[Measurement], metric: str, **params: object) -> Measurement:

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import multiprocessing
-import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
@@ -17,10 +14,7 @@ from torch.nn import functional as F
 
 from clusterbench.analysis import dataloader as dataloader_analysis
 from clusterbench.benchmarks import dataloader as dl
-from clusterbench.benchmarks import dataloader_workload
 from clusterbench.benchmarks.dataloader_datasets import write_tokens
-from clusterbench.benchmarks.dataloader_sweep import LoaderSetting
-from clusterbench.benchmarks.dataloader_timing import make_loader, worker_start_method
 from clusterbench.benchmarks.training.workload import Batch, Workload
 from clusterbench.config import ConfigError, Thresholds, build_run_config
 from clusterbench.runtime.dist import DistContext
@@ -47,39 +41,11 @@ def _decoder(seq_len: int = 16, vocab: int = 100) -> Workload:
                     loss_fn=loss_fn, flops_per_sample=1.0, tokens_per_sample=seq_len)  # fmt: skip
 
 
-def _workload(name: str, *, device: torch.device, seq_len: int | None = None) -> Workload:
-    if name == dataloader_workload.SMALL_CNN:
-        return dataloader_workload.small_cnn_workload(device=device)
-    return _decoder(seq_len or 16)
-
-
 def _results(ms: list[Measurement], backend: str = "nccl") -> Results:
     """Results of a GPU run (the backend decides whether input-bound warns or only informs)."""
     run = RunInfo(id="r", started="t", suite="quick", world_size=1, num_nodes=1,
                   backend=backend, command="c")  # fmt: skip
     return Results(tool=ToolInfo(version="0"), run=run, measurements=ms)
-
-
-def test_dataloader_writes_measures_and_cleans_up(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setattr(dl, "load_workload", _workload)
-    cfg = dl.DataloaderConfig.preset(suite="quick", device_type="cpu")
-    cfg.data_dir = str(tmp_path)
-    seen: set[Path] = set()
-    ms = []
-    for m in dl.dataloader(_ctx(), cfg):
-        seen.update(tmp_path.rglob("*"))  # while the generator runs, the files exist
-        if isinstance(m, Measurement):  # a stopped sweep also records its finding
-            ms.append(m)
-    assert any(p.suffix == ".jpg" for p in seen) and any(p.name == "tokens.bin" for p in seen)
-    assert list(tmp_path.iterdir()) == []  # removed afterwards
-    by_metric = {(m.metric, m.params["dataset"]) for m in ms}
-    for dataset in ("images", "tokens"):
-        for metric in ("loader_samples_per_s", "step_samples_per_s", "gpu_busy"):
-            assert (metric, dataset) in by_metric
-    assert all(m.value > 0 for m in ms)
-    assert all(0 < m.value <= 100 for m in ms if m.metric == "gpu_busy")
 
 
 def test_cleanup_on_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -139,37 +105,6 @@ def test_sweep_caps_workers_and_pins_only_on_cuda() -> None:
 _RANK_STATE = {"set": False}
 """Set in a spawned rank before its loader starts: a forked loader worker sees it, a spawned
 one re-imports this module and does not."""
-
-
-class _SeesRankState(torch.utils.data.Dataset[torch.Tensor]):
-    def __len__(self) -> int:
-        return 8
-
-    def __getitem__(self, i: int) -> torch.Tensor:
-        return torch.tensor(_RANK_STATE["set"])
-
-
-def _rank(out: Any) -> None:
-    _RANK_STATE["set"] = True
-    setting = LoaderSetting(num_workers=2, pin_memory=False, prefetch_factor=2)
-    loader = make_loader(_SeesRankState(), setting=setting, batch_size=2, num_batches=4)
-    out.put([bool(b.all()) for b in loader])
-
-
-def test_loader_workers_start_as_in_a_fresh_interpreter_even_in_a_spawned_rank() -> None:
-    method = worker_start_method()
-    if sys.platform.startswith("linux"):
-        assert method == ("forkserver" if sys.version_info >= (3, 14) else "fork")
-    if method != "fork":
-        pytest.skip(f"workers start by {method} here: they re-import, as in a fresh interpreter")
-    spawn = multiprocessing.get_context("spawn")  # as the benchmark's ranks start
-    queue = spawn.Queue()
-    rank = spawn.Process(target=_rank, args=(queue,))
-    rank.start()
-    seen = queue.get(timeout=120)
-    rank.join(timeout=60)
-    assert rank.exitcode == 0
-    assert seen == [True] * 4  # every batch came from a forked worker
 
 
 def test_token_shard_windows() -> None:

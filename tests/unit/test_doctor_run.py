@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from tests.helpers import cli, one_rank_ctx
+from tests.helpers import one_rank_ctx
 
 from clusterbench import doctor as doctor_package
 from clusterbench.benchmarks.doctor import DoctorConfig, doctor
@@ -126,23 +124,3 @@ def test_benchmark_on_one_cpu_rank(monkeypatch: pytest.MonkeyPatch) -> None:
         "count",
     )
     assert any(isinstance(f, Finding) and f.id == "doctor.storage.checkpoint_dir" for f in items)
-
-
-def _cli(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return cli("doctor", "--json", timeout=60, env=env)
-
-
-def test_cli_doctor_on_this_machine() -> None:
-    clean = {k: "" for k in ("NCCL_P2P_DISABLE", "NCCL_SOCKET_IFNAME")}
-    proc = _cli(clean)
-    assert proc.returncode in (0, 1), proc.stderr
-    findings = [Finding.model_validate(f) for f in json.loads(proc.stdout)]
-    assert proc.returncode == (1 if any(f.severity == "fail" for f in findings) else 0)
-    assert "doctor.storage.checkpoint_dir" in {f.id for f in findings}
-
-
-def test_cli_doctor_finds_planted_pitfalls() -> None:
-    proc = _cli({"NCCL_P2P_DISABLE": "1", "NCCL_SOCKET_IFNAME": "nosuch0"})
-    assert proc.returncode == 1, proc.stderr
-    ids = {f["id"] for f in json.loads(proc.stdout)}
-    assert {"doctor.nccl.p2p_disable", "doctor.nccl.socket_ifname"} <= ids

@@ -4,8 +4,6 @@ a database can be unusable (one HistoryError with a one-line message)."""
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -219,31 +217,6 @@ _HOLD_LOCK = textwrap.dedent(
     conn.execute("ROLLBACK")
     """
 )
-
-
-def test_a_database_locked_past_the_timeout_is_one_error_then_works(tmp_path: Path) -> None:
-    db = tmp_path / "h.sqlite"
-    with open_history(db) as history:  # created, in WAL mode
-        history.record(make_results("first", "2026-12-01T10:00:00+00:00"), tmp_path)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLD_LOCK, str(db)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        history = open_history(db, timeout_s=0.3)
-        with pytest.raises(HistoryError, match="locked") as info:
-            history.record(make_results("second", "2026-12-02T10:00:00+00:00"), tmp_path)
-        history.close()
-        assert "\n" not in str(info.value)
-    finally:
-        assert holder.stdin is not None
-        holder.stdin.write("\n")
-        holder.stdin.close()
-        holder.wait(timeout=30)
-    with open_history(db, timeout_s=0.3) as history:
-        history.record(make_results("second", "2026-12-02T10:00:00+00:00"), tmp_path)
-        assert [r.id for r in history.runs()] == ["second", "first"]
 
 
 def test_default_path_env_then_xdg_then_home(tmp_path: Path) -> None:

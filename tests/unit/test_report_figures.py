@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 import plotly.graph_objects as go
 import pytest
-from tests.helpers import cli
 
 from clusterbench import catalog, registry
 from clusterbench.analysis import attribution as attribution_analysis
@@ -44,7 +43,6 @@ from clusterbench.schema import (
     RunInfo,
     Stats,
     ToolInfo,
-    load_results,
 )
 from clusterbench.thresholds import Thresholds, run_thresholds
 
@@ -161,90 +159,6 @@ def test_every_benchmark_with_something_to_draw_names_its_figures() -> None:
 
 
 # --- a real CPU run ---------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def cpu_results(tmp_path_factory: pytest.TempPathFactory) -> Results:
-    """gemm, memory, a short collectives sweep, checkpoints and attribution on two CPU
-    workers."""
-    out = tmp_path_factory.mktemp("figures") / "run"
-    proc = cli(
-        "run",
-        "--device",
-        "cpu",
-        "--nproc",
-        "2",
-        "--only",
-        ",".join(_CPU_BENCHMARKS),
-        "--out",
-        str(out),
-        "--no-history",
-        "--set",
-        "collectives.ops=all_reduce,all_gather",
-        "--set",
-        f"collectives.max_bytes={MIB}",
-        timeout=400,
-    )
-    assert proc.returncode in (0, 1), proc.stderr[-3000:]
-    return load_results(out)
-
-
-def of(results: Results, name: str) -> list[Measurement]:
-    return [m for m in results.measurements if m.benchmark == name]
-
-
-@pytest.mark.parametrize("name", _CPU_BENCHMARKS)
-def test_figures_of_a_cpu_run_draw_its_measurements(cpu_results: Results, name: str) -> None:
-    plots = figures_of(name, of(cpu_results, name))
-    assert plots, f"{name} drew nothing"
-    for plot in plots:
-        assert traces(plot, "measurement")
-        assert plot.table is not None
-
-
-def test_gemm_bars_of_two_workers_are_the_lower_median_with_the_other_as_error_bar(
-    cpu_results: Results,
-) -> None:
-    ms = G.tflops.select(of(cpu_results, "gemm"))
-    (plot,) = figures_of("gemm", of(cpu_results, "gemm"))
-    for bars in traces(plot, "measurement"):
-        for shape, y, up in zip(bars["x"], bars["y"], bars["error_y"]["array"], strict=True):
-            m, n, k = [int(shape[:-1])] * 3 if shape.endswith("³") else map(int, shape.split("×"))
-            pair = [
-                x.value for x in ms if x.params == {"dtype": bars["name"], "m": m, "n": n, "k": k}
-            ]
-            assert len(pair) == 2
-            assert y == min(pair) and y + up == pytest.approx(max(pair))
-    assert "TFLOP/s" in plot.figure["layout"]["yaxis"]["title"]["text"]
-
-
-def test_busbw_curves_are_the_back_to_back_sweep_on_a_log_axis(cpu_results: Results) -> None:
-    ms = of(cpu_results, "collectives")
-    (plot,) = figures_of("collectives", ms)
-    assert plot.figure["layout"]["xaxis"]["type"] == "log"
-    curves = traces(plot, "measurement")
-    assert [c["name"] for c in curves] == ["all_reduce", "all_gather"]
-    for curve in curves:
-        sweep = sorted(
-            (m.params["size_bytes"], m.value)
-            for m in C.busbw.select(ms)
-            if m.params["op"] == curve["name"] and m.params["mode"] == "back_to_back"
-        )
-        assert list(zip(curve["x"], curve["y"], strict=True)) == sweep
-        assert curve["line"]["dash"] == "solid"
-    assert traces(plot, "base") == []
-
-
-def test_a_comparison_draws_the_base_run_dashed(cpu_results: Results) -> None:
-    ms = of(cpu_results, "collectives")
-    base = [m.model_copy(update={"value": m.value / 2}) for m in ms]
-    (plot,) = figures_of("collectives", ms, PlotContext(base=base))
-    dashed = traces(plot, "base")
-    assert [t["name"] for t in dashed] == ["base: all_reduce", "base: all_gather"]
-    for t, new in zip(dashed, traces(plot, "measurement"), strict=True):
-        assert t["line"]["dash"] == "dash" and t["line"]["color"] == new["line"]["color"]
-        assert t["y"] == [y / 2 for y in new["y"]]
-    assert any("base run" in n for n in plot.notes)
 
 
 # --- synthetic: GPUs ------------------------------------------------------------------------
@@ -743,10 +657,3 @@ def test_a_64_node_run_draws_compact_figures_and_marks_its_slow_node() -> None:
         assert heat.figure["layout"]["annotations"][0]["x"] == "node05"
         assert len(json.dumps(heat.figure)) < 150_000
     assert sum(size.values()) < 600_000
-
-
-def test_every_figure_is_pure_data(cpu_results: Results) -> None:
-    """Nothing but JSON types, so the page embeds each figure as it is."""
-    ms = of(cpu_results, "collectives")
-    for plot in collectives_figures.figures(ms, PlotContext(base=ms)):
-        assert json.loads(json.dumps(plot.figure, allow_nan=False)) == plot.figure

@@ -1,8 +1,5 @@
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -22,7 +19,6 @@ from clusterbench.runtime.records import (
     read_records,
 )
 from clusterbench.runtime.timing import Stats, rate_stats
-from clusterbench.runtime.watchdog import EXIT_TIMEOUT
 
 
 def test_stats_from_samples() -> None:
@@ -198,33 +194,6 @@ def test_assemble_keeps_a_running_status_only_while_nothing_failed(tmp_path: Pat
     log.write(Error(benchmark="b", message="boom"))
     failed = assemble_results(records=read_records(tmp_path), meta=meta, failures=[], running=True)
     assert failed.run.status == "failed" and failed.run.finished == meta.finished
-
-
-def test_deadline_ends_a_hung_process(tmp_path: Path) -> None:
-    marker = tmp_path / "expired"
-    code = textwrap.dedent(f"""
-        import time
-        from clusterbench.runtime.watchdog import Deadline
-        with Deadline(0.5, lambda: open({str(marker)!r}, "w").write("x")):
-            time.sleep(30)
-    """)
-    proc = subprocess.run([sys.executable, "-c", code], timeout=20, check=False)
-    assert proc.returncode == EXIT_TIMEOUT
-    assert marker.read_text() == "x"
-
-
-def test_deadline_grace_lets_the_waiter_finish(tmp_path: Path) -> None:
-    code = textwrap.dedent("""
-        import time
-        from clusterbench.runtime.watchdog import Deadline
-        with Deadline(0.3, lambda: None, grace_s=5, grace_if=lambda: True):
-            time.sleep(1.0)
-        print("finished")
-    """)
-    proc = subprocess.run(
-        [sys.executable, "-c", code], timeout=20, check=False, capture_output=True, text=True
-    )
-    assert proc.returncode == 0 and "finished" in proc.stdout
 
 
 def test_time_op_counts_warmup_and_repeats() -> None:

@@ -151,7 +151,7 @@ def peer_group(ctx: DistContext) -> str:
         parts.append(f"cuBLAS {_cublas_version() or 'of the toolkit'}")
     else:
         cpu = ctx.host_info.cpu.model if ctx.host_info is not None else None
-        parts.append(cpu or platform.processor() or "CPU")
+        parts.append(cpu or platform.machine() or "CPU")
         parts.append(f"torch {torch.__version__}")
         threads = torch.get_num_threads()
         parts.append(f"{threads} thread{'s' if threads != 1 else ''}")

@@ -38,6 +38,8 @@ from clusterbench.report.plots import Plot
 from clusterbench.schema import Results, load_results
 from clusterbench.thresholds import Thresholds
 
+pytestmark = pytest.mark.browser
+
 catalog.register_builtin()
 
 CHROMIUM = Path("/usr/bin/chromium")
