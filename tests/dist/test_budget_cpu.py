@@ -17,7 +17,7 @@ from tests.helpers import cli
 from clusterbench import load_results
 from clusterbench.benchmarks.training.settings import TrainingMetrics
 
-pytestmark = pytest.mark.dist
+pytestmark = [pytest.mark.dist, pytest.mark.timing]
 
 CPU = ["run", "--device", "cpu", "--nproc", "2", "--no-history"]
 MARGIN = (1.25, 10.0)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from tests.helpers import cpu_run
 
-pytestmark = pytest.mark.dist
+pytestmark = [pytest.mark.dist, pytest.mark.timing]
 
 KIB = 2**10
 

@@ -16,7 +16,7 @@ from clusterbench import load_results
 from clusterbench.analysis.compare import compare
 from clusterbench.thresholds import Thresholds
 
-pytestmark = pytest.mark.dist
+pytestmark = [pytest.mark.dist, pytest.mark.timing]
 
 OLD = Path(__file__).resolve().parents[1] / "data" / "results_v1_no_values.json"
 # One fp32 shape whose product takes tens of milliseconds on a CPU core: many scheduler

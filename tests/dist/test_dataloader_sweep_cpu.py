@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from tests.helpers import cpu_run
 
-pytestmark = pytest.mark.dist
+pytestmark = [pytest.mark.dist, pytest.mark.timing]
 
 FEW = ["dataloader.datasets=tokens", "dataloader.measure_batches=3", "dataloader.train_steps=3"]
 

@@ -24,7 +24,7 @@ from clusterbench.benchmarks.training.decoder import Decoder
 from clusterbench.benchmarks.training.models import DECODER_PRESETS
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T
 
-pytestmark = pytest.mark.dist
+pytestmark = [pytest.mark.dist, pytest.mark.timing]
 
 SETTINGS = (
     "training.model=tiny", "training.steps=4", "training.warmup_steps=2",

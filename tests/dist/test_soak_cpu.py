@@ -16,7 +16,7 @@ from tests.helpers import cli
 
 from clusterbench import load_results
 
-pytestmark = pytest.mark.dist
+pytestmark = [pytest.mark.dist, pytest.mark.timing]
 
 # selftest's timed work is a sleep (plus two barriers): its sync_time is steady on a busy
 # 2-core machine, and the planted slowdown adds 0.1 s to it each round

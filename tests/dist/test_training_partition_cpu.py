@@ -13,7 +13,7 @@ from tests.helpers import cpu_run
 
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T
 
-pytestmark = pytest.mark.dist
+pytestmark = [pytest.mark.dist, pytest.mark.timing]
 
 SETTINGS = (
     "training.model=tiny", "training.batch_size=2", "training.steps=2",

@@ -10,12 +10,12 @@ import itertools
 
 import pytest
 import torch
-from tests.helpers import gpu_ctx
 
 from clusterbench.benchmarks.gemm import TOLERANCE, GemmConfig, gemm
 from clusterbench.benchmarks.memory import MemoryConfig, memory
 from clusterbench.benchmarks.transfer import TransferConfig, transfer
 from clusterbench.schema import Measurement
+from tests.helpers import gpu_ctx
 
 pytestmark = [
     pytest.mark.gpu,

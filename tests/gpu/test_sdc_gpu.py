@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.helpers import cli
 
 from clusterbench import load_results
 from clusterbench.benchmarks.sdc import SdcMetrics
 from clusterbench.benchmarks.sdc_compute import Case, chain, make_inputs
 from clusterbench.runtime.precision import matmul_precision
+from tests.helpers import cli
 
 pytestmark = [
     pytest.mark.gpu,

@@ -8,10 +8,10 @@ import os
 import pytest
 import torch
 import torch.distributed as dist
-from tests.helpers import gpu_ctx
 
 from clusterbench.benchmarks.training.bench import training
 from clusterbench.benchmarks.training.settings import TrainingConfig
+from tests.helpers import gpu_ctx
 
 pytestmark = [
     pytest.mark.gpu,

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.helpers import gpu_ctx
 
 from clusterbench.benchmarks.weight_update import WeightUpdateConfig, weight_update
 from clusterbench.benchmarks.weight_update_step import LAYOUTS, OPTIMIZERS
 from clusterbench.schema import Measurement
+from tests.helpers import gpu_ctx
 
 pytestmark = [
     pytest.mark.gpu,

@@ -6,6 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
 from tests.helpers import cli
 from tests.unit.test_cli import _FILES
 

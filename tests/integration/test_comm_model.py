@@ -16,6 +16,8 @@ from clusterbench.analysis.comm_model import (
 )
 from clusterbench.schema import load_results
 
+pytestmark = pytest.mark.timing
+
 ALPHA_S = 12e-6  # 12 us per step
 BETA_S_PER_BYTE = 1 / 40e9  # 40 GB/s
 SIZES = [2**e for e in range(3, 34)]  # 8 B .. 8 GiB, as the GPU sweep

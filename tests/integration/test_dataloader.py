@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 import torch
-from tests.unit.test_dataloader import _RANK_STATE, _ctx, _decoder
 
 from clusterbench.benchmarks import dataloader as dl
 from clusterbench.benchmarks import dataloader_workload
@@ -17,6 +16,7 @@ from clusterbench.benchmarks.dataloader_sweep import LoaderSetting
 from clusterbench.benchmarks.dataloader_timing import make_loader, worker_start_method
 from clusterbench.benchmarks.training.workload import Workload
 from clusterbench.schema import Measurement
+from tests.unit.test_dataloader import _RANK_STATE, _ctx, _decoder
 
 CPU = torch.device("cpu")
 

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.helpers import one_rank_ctx
-from tests.unit.test_dataloader_sweep import _decoder, _SleepyTokens
 
 from clusterbench.analysis.compare import compare
 from clusterbench.benchmarks import dataloader as dl
 from clusterbench.benchmarks.sweep_stop import PlateauRule, SweepStop
 from clusterbench.config import Thresholds
 from clusterbench.schema import Measurement, Results, RunInfo, ToolInfo
+from tests.helpers import one_rank_ctx
+from tests.unit.test_dataloader_sweep import _decoder, _SleepyTokens
 
 # more workers than this machine's cores: the planted samples sleep, they do not compute
-pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
+pytestmark = [
+    pytest.mark.timing,
+    pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),
+]
 
 CPU = torch.device("cpu")
 PLATEAU = PlateauRule(tolerance=0.10, patience=2)

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.helpers import cli
-from tests.unit.test_doctor_dcgm import _FAIL_AND_WARN, _PASS
 
 from clusterbench.doctor.dcgm_run import dcgm_findings
 from clusterbench.schema import Finding
+from tests.helpers import cli
+from tests.unit.test_doctor_dcgm import _FAIL_AND_WARN, _PASS
 
 _PERSISTENCE = (
     'Persistence mode for GPU 1 is disabled. Enable persistence mode by running "nvidia-smi -i '

@@ -14,11 +14,11 @@ import textwrap
 import time
 
 import pytest
-from tests.helpers import cli
 
 from clusterbench.doctor.deadline import BoundedRunner
 from clusterbench.doctor.fast import process_age_s
 from clusterbench.schema import Finding
+from tests.helpers import cli
 
 # The planted commands sleep 30 s (and each may take 10 s below): ending within 8 s of the time
 # allowed shows they were killed, with room for a loaded machine that starts a process late.

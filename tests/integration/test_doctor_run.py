@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 
-from tests.helpers import cli
-
 from clusterbench.schema import Finding
+from tests.helpers import cli
 
 
 def _cli(env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -15,16 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.helpers import cli
-from tests.unit.test_export import (
-    check_csv,
-    check_prometheus,
-    export_cli,
-    families,
-    free_port,
-    synthetic,
-    write_run,
-)
 
 import clusterbench.catalog  # noqa: F401  (the metric declarations: HELP texts)
 from clusterbench.report import export_prometheus, export_wandb
@@ -34,6 +24,16 @@ from clusterbench.report.export import (
 from clusterbench.schema import (
     Results,
     load_results,
+)
+from tests.helpers import cli
+from tests.unit.test_export import (
+    check_csv,
+    check_prometheus,
+    export_cli,
+    families,
+    free_port,
+    synthetic,
+    write_run,
 )
 
 PUSHGATEWAY = shutil.which("prometheus-pushgateway") or "/usr/bin/prometheus-pushgateway"

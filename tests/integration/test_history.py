@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.unit.test_history import _HOLD_LOCK, make_results
 
 from clusterbench.history import (
     HistoryError,
     open_history,
 )
+from tests.unit.test_history import _HOLD_LOCK, make_results
 
 
 def test_a_database_locked_past_the_timeout_is_one_error_then_works(tmp_path: Path) -> None:

@@ -23,13 +23,6 @@ from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from tests.helpers import cli
-from tests.html_page import external_references
-from tests.prediction_runs import run_of
-from tests.report_figures import own_figures
-from tests.synthetic_cluster import cluster_results
-from tests.unit.test_nccl_tune import TREE_LL, default, repeats, rows_of
-from tests.unit.test_telemetry import results_of, sampled
 
 from clusterbench import catalog, registry
 from clusterbench.finalize import REPORT_FILE
@@ -37,6 +30,13 @@ from clusterbench.report.html import render_html
 from clusterbench.report.plots import Plot
 from clusterbench.schema import Results, load_results
 from clusterbench.thresholds import Thresholds
+from tests.helpers import cli
+from tests.html_page import external_references
+from tests.prediction_runs import run_of
+from tests.report_figures import own_figures
+from tests.synthetic_cluster import cluster_results
+from tests.unit.test_nccl_tune import TREE_LL, default, repeats, rows_of
+from tests.unit.test_telemetry import results_of, sampled
 
 pytestmark = pytest.mark.browser
 

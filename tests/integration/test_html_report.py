@@ -9,12 +9,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.unit.test_compare import meas, results
 from typer.testing import CliRunner
 
 from clusterbench import catalog
 from clusterbench.finalize import REPORT_FILE, write_results
 from clusterbench.schema import Finding, load_results
+from tests.unit.test_compare import meas, results
 
 catalog.register_builtin()
 runner = CliRunner()

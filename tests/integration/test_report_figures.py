@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.helpers import cli
-from tests.unit.test_report_figures import figures_of, traces
 
 from clusterbench.benchmarks.collectives import CollectivesMetrics as C
 from clusterbench.benchmarks.gemm import GemmMetrics as G
@@ -22,6 +20,8 @@ from clusterbench.schema import (
     Results,
     load_results,
 )
+from tests.helpers import cli
+from tests.unit.test_report_figures import figures_of, traces
 
 MIB = 2**20
 _CPU_BENCHMARKS = ("gemm", "memory", "collectives", "checkpoint", "attribution")

@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import pytest
 from rich.console import Console
-from tests.html_page import parse_page
 
 from clusterbench import catalog, registry
 from clusterbench.analysis.advice import (
@@ -27,6 +26,7 @@ from clusterbench.report.console import ADVICE_SHOWN, render_summary
 from clusterbench.report.html import render_html
 from clusterbench.report.markdown import render_markdown
 from clusterbench.schema import Finding, Measurement, Results, RunInfo, ToolInfo
+from tests.html_page import parse_page
 
 catalog.register_builtin()
 

@@ -9,14 +9,6 @@ import statistics
 
 import numpy as np
 import pytest
-from tests.prediction_runs import model_steps, run_of
-from tests.unit.test_attribution_accum import results_of as accum_results
-from tests.unit.test_attribution_accum import sweep as accum_sweep
-from tests.unit.test_nccl_tune import MIB, TREE_LL, default, repeats, rows_of
-from tests.unit.test_placement import _affinity_finding, _layout, _results, _row, _two_numa_host
-from tests.unit.test_report_figures import results_of
-from tests.unit.test_weight_update_findings import results as wu_results
-from tests.unit.test_weight_update_findings import update
 
 from clusterbench import catalog
 from clusterbench.analysis import dataloader, placement, prediction_findings, weight_update
@@ -26,6 +18,14 @@ from clusterbench.analysis.nccl_tune_findings import tune_findings
 from clusterbench.analysis.prediction import predict
 from clusterbench.schema import Finding, Measurement, ParamValue, Results, RunInfo, Stats, ToolInfo
 from clusterbench.thresholds import Thresholds
+from tests.prediction_runs import model_steps, run_of
+from tests.unit.test_attribution_accum import results_of as accum_results
+from tests.unit.test_attribution_accum import sweep as accum_sweep
+from tests.unit.test_nccl_tune import MIB, TREE_LL, default, repeats, rows_of
+from tests.unit.test_placement import _affinity_finding, _layout, _results, _row, _two_numa_host
+from tests.unit.test_report_figures import results_of
+from tests.unit.test_weight_update_findings import results as wu_results
+from tests.unit.test_weight_update_findings import update
 
 catalog.register_builtin()
 

@@ -9,7 +9,6 @@ import statistics
 from typing import Any
 
 import pytest
-from tests.unit.test_report_figures import check_figure, traces
 
 from clusterbench.analysis import attribution as attribution_analysis
 from clusterbench.analysis.attribution_accum import (
@@ -28,6 +27,7 @@ from clusterbench.report.plots import PlotContext
 from clusterbench.report.sections import attribution as attribution_section
 from clusterbench.schema import Measurement, Results, RunInfo, ToolInfo
 from clusterbench.thresholds import Thresholds
+from tests.unit.test_report_figures import check_figure, traces
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
 GEMM = "sm90_xmma_gemm_bf16bf16"
@@ -231,9 +231,8 @@ def test_the_section_has_a_row_per_accumulation_count() -> None:
 
 
 def test_the_sweeps_table_fits_80_columns() -> None:
-    from tests.unit.test_console_summary import render
-
     from clusterbench import catalog
+    from tests.unit.test_console_summary import render
 
     catalog.register_builtin()
     ms = sweep({1: 3.0, 2: 3.1, 4: 3.0, 8: 9.0, 16: 10.5}, noise=0.3)

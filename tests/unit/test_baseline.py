@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.unit.test_compare import meas, results, samples
 
 from clusterbench.analysis.baseline import Baseline, build_baseline, compare_baseline
 from clusterbench.baselines import builtin_baseline, load_baseline, write_baseline
 from clusterbench.schema import GpuInfo, HostInfo, Measurement, Results
 from clusterbench.thresholds import Thresholds
+from tests.unit.test_compare import meas, results, samples
 
 T = Thresholds()
 ROOT = Path(__file__).resolve().parents[2]

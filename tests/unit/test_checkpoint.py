@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.helpers import one_rank_ctx
 from torch import nn
 from torch.nn import functional as F
 
@@ -17,6 +16,7 @@ from clusterbench.benchmarks.training.workload import Batch, Workload
 from clusterbench.config import ConfigError, Thresholds, build_run_config
 from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import Measurement, Results, RunInfo, ToolInfo
+from tests.helpers import one_rank_ctx
 
 CPU = torch.device("cpu")
 

@@ -7,12 +7,12 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from tests.helpers import one_rank_ctx
 
 from clusterbench.benchmarks import checkpoint as ck
 from clusterbench.benchmarks import checkpoint_budget as cost
 from clusterbench.benchmarks.budget import NodeFacts, fit
 from clusterbench.runtime.budget import TimeBudget
+from tests.helpers import one_rank_ctx
 
 MEASURED = {"checkpoint_fit_save_gbps": 0.74, "checkpoint_fit_load_gbps": 1.3}  # issue 20's disk
 H200 = NodeFacts(device_type="cuda", world_size=1, local_world_size=1, gpu="NVIDIA H200",

@@ -22,13 +22,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.helpers import one_rank_ctx
 from torch import nn
 from torch.nn import functional as F
 
 from clusterbench.benchmarks import checkpoint as ck
 from clusterbench.benchmarks.training.workload import Batch, Workload
 from clusterbench.schema import Measurement
+from tests.helpers import one_rank_ctx
 
 _DIM, _LAYERS = 512, 32  # 8.4 M fp32 parameters: 34 MB of weights, 101 MB with AdamW m, v
 STATE_BYTES = 3 * 4 * _DIM * _DIM * _LAYERS + 4 * _LAYERS  # weight, m, v fp32; AdamW steps

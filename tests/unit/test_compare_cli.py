@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.unit.test_compare import meas, results, samples
 from typer.testing import CliRunner
 
 from clusterbench.cli import app
+from tests.unit.test_compare import meas, results, samples
 
 OLD = Path(__file__).resolve().parents[1] / "data" / "results_v1_no_values.json"
 runner = CliRunner()

@@ -11,8 +11,6 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 import pytest
-from tests.prediction_runs import make, run_of
-from tests.unit.test_cost import training_run
 
 from clusterbench import registry
 from clusterbench.analysis.advice import advice_evidence
@@ -29,6 +27,8 @@ from clusterbench.report.export import csv_text
 from clusterbench.report.html import render_html
 from clusterbench.report.sections import cost as cost_section
 from clusterbench.schema import Finding, Measurement, Results
+from tests.prediction_runs import make, run_of
+from tests.unit.test_cost import training_run
 
 PRICE = 2.0
 CLOUD = CostRequest(offers=[CloudOffer(gpu_hour=PRICE)], gpus=8)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.helpers import one_rank_ctx
-from tests.unit.test_dataloader_sweep import _decoder, _SleepyTokens
 
 from clusterbench.benchmarks import dataloader as dl
 from clusterbench.benchmarks import dataloader_budget
 from clusterbench.benchmarks.budget import NodeFacts, fit
 from clusterbench.runtime.budget import TimeBudget
+from tests.helpers import one_rank_ctx
+from tests.unit.test_dataloader_sweep import _decoder, _SleepyTokens
 
 GPU_NODE = NodeFacts(device_type="cuda", world_size=8, local_world_size=8, gpu="NVIDIA H200",
                      spec_tflops={"bf16": 989.0, "fp32": 67.0})  # fmt: skip

@@ -7,7 +7,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from tests.helpers import one_rank_ctx
 
 from clusterbench import doctor as doctor_package
 from clusterbench.benchmarks.doctor import DoctorConfig, doctor
@@ -22,6 +21,7 @@ from clusterbench.doctor import (
     storage,
 )
 from clusterbench.schema import Finding, GpuInfo, HostInfo, Measurement
+from tests.helpers import one_rank_ctx
 
 
 def _host(name: str, driver: str, gpu: str = "NVIDIA H200") -> HostInfo:

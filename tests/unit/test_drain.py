@@ -253,10 +253,9 @@ def test_launcher_and_node_names_from_the_environment() -> None:
 
 
 def test_drain_list_in_the_html_report() -> None:
-    from tests.html_page import parse_page
-
     from clusterbench.registry import report_plots, summary_sections
     from clusterbench.report.html import render_html
+    from tests.html_page import parse_page
 
     results, _ = _run(Fleet(12, seed=6, bad_node=7), launcher="slurm")
     page = render_html(results, summary_sections(results), report_plots(results))

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.unit.test_history import make_results
 from typer.testing import CliRunner
 
 from clusterbench.cli import app
 from clusterbench.history import HISTORY_ENV, open_history
+from tests.unit.test_history import make_results
 
 runner = CliRunner()
 

@@ -11,10 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.html_page import external_references, parse_page
-from tests.report_figures import heatmap, own_figures
-from tests.synthetic_cluster import cluster_results
-from tests.unit.test_compare import meas, results, samples
 from typer.testing import CliRunner
 
 from clusterbench import catalog, registry
@@ -28,6 +24,10 @@ from clusterbench.report.plots import Plot, PlotContext
 from clusterbench.runspec import RunSpec, now_utc
 from clusterbench.runtime.records import End, Hello, MeasurementRecord, Start
 from clusterbench.schema import ErrorRecord, Finding, Measurement, Results
+from tests.html_page import external_references, parse_page
+from tests.report_figures import heatmap, own_figures
+from tests.synthetic_cluster import cluster_results
+from tests.unit.test_compare import meas, results, samples
 
 catalog.register_builtin()
 runner = CliRunner()

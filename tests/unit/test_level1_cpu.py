@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 import torch
-from tests.helpers import one_rank_ctx
 
 from clusterbench.benchmarks import gemm as gemm_mod
 from clusterbench.benchmarks import memory as memory_mod
@@ -21,6 +20,7 @@ from clusterbench.config import ConfigError, build_run_config
 from clusterbench.registry import get
 from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import Measurement
+from tests.helpers import one_rank_ctx
 
 SUITES = ("quick", "standard", "full")
 DEVICE_TYPES = ("cuda", "cpu")

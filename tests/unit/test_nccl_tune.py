@@ -9,7 +9,6 @@ import statistics
 
 import numpy as np
 import pytest
-from tests.unit.test_report_figures import figures_of, results_of, traces
 
 from clusterbench import catalog
 from clusterbench.analysis import collectives as collectives_analysis
@@ -20,6 +19,7 @@ from clusterbench.benchmarks.collectives_ops import bus_factor
 from clusterbench.report.sections.collectives import section, tune_grids
 from clusterbench.schema import Measurement, ParamValue, Stats
 from clusterbench.thresholds import Thresholds
+from tests.unit.test_report_figures import figures_of, results_of, traces
 
 KIB, MIB = 2**10, 2**20
 TREE_LL = "NCCL_ALGO=allreduce:Tree NCCL_PROTO=allreduce:LL"

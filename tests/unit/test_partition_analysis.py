@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 import pytest
-from tests.prediction_runs import GRAD_BYTES, run_of
 
 from clusterbench import catalog, registry
 from clusterbench.analysis import training
@@ -25,6 +24,7 @@ from clusterbench.report.figures.training import partition_figures
 from clusterbench.report.sections.training import PARTITION, partition_section
 from clusterbench.schema import Measurement, ParamValue, Results, RunInfo, Stats, ToolInfo
 from clusterbench.thresholds import Thresholds
+from tests.prediction_runs import GRAD_BYTES, run_of
 
 catalog.register_builtin()
 

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.prediction_runs import run_of
 from typer.testing import CliRunner
 
 from clusterbench.analysis.prediction import predict
 from clusterbench.cli import app
 from clusterbench.schema import Results
+from tests.prediction_runs import run_of
 
 runner = CliRunner()
 

@@ -9,7 +9,6 @@ import json
 import math
 
 import pytest
-from tests.prediction_runs import COMPUTE_S, GRAD_BYTES, INTER, INTRA, model_steps, run_of
 
 from clusterbench.analysis import prediction_findings, run_findings
 from clusterbench.analysis.prediction import NIC_CEILING_GBPS, NoPrediction, applies, predict
@@ -31,6 +30,7 @@ from clusterbench.benchmarks.training.decoder import Decoder
 from clusterbench.benchmarks.training.models import DECODER_PRESETS
 from clusterbench.report.sections.prediction import predictions_grid
 from clusterbench.thresholds import Thresholds
+from tests.prediction_runs import COMPUTE_S, GRAD_BYTES, INTER, INTRA, model_steps, run_of
 
 # --- links ------------------------------------------------------------------------------------
 

@@ -10,8 +10,6 @@ from typing import Any
 
 import plotly.graph_objects as go
 import pytest
-from tests.html_page import parse_page
-from tests.prediction_runs import run_of
 
 from clusterbench import catalog, registry
 from clusterbench.analysis.prediction import predict
@@ -21,6 +19,8 @@ from clusterbench.report.html import render_html
 from clusterbench.report.markdown import render_markdown
 from clusterbench.report.plots import Plot
 from clusterbench.report.sections import prediction as prediction_section
+from tests.html_page import parse_page
+from tests.prediction_runs import run_of
 
 catalog.register_builtin()
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.helpers import one_rank_ctx
 
 from clusterbench.analysis import sdc as sdc_analysis
 from clusterbench.benchmarks.sdc import SdcConfig, SdcMetrics, case_params, sdc
@@ -30,6 +29,7 @@ from clusterbench.schema import (
     RunInfo,
     ToolInfo,
 )
+from tests.helpers import one_rank_ctx
 
 CASE = Case("bf16", 4096, 4096, 4096, depth=4)
 H200 = "NVIDIA H200 (132 SMs) · driver 570.1 · torch 2.11 · CUDA 13.0 · cuBLAS 13.1"

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 import pytest
-from tests.helpers import one_rank_ctx
 
 from clusterbench import registry
 from clusterbench.analysis.compare import compare, index_measurements
@@ -42,6 +41,7 @@ from clusterbench.schema import (
 )
 from clusterbench.thresholds import Thresholds
 from clusterbench.units import parse_duration
+from tests.helpers import one_rank_ctx
 
 T = Thresholds()
 T0 = 1_800_000_000.0  # unix seconds of round 0

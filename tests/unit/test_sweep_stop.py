@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from tests.helpers import one_rank_ctx
 
 from clusterbench.analysis.bandwidth_ratio import bandwidth_ratio_findings
 from clusterbench.benchmarks import gemm as gemm_mod
@@ -15,6 +14,7 @@ from clusterbench.benchmarks.gemm import GemmConfig, gemm
 from clusterbench.benchmarks.sweep_stop import PlateauRule, flat_run, plateau_stop
 from clusterbench.config import build_run_config
 from clusterbench.schema import Finding, Measurement, Results, RunInfo, ToolInfo
+from tests.helpers import one_rank_ctx
 
 
 def test_flat_run_counts_points_that_do_not_beat_the_best_before_them() -> None:

@@ -14,8 +14,6 @@ from typing import Any
 import plotly.graph_objects as go
 import pytest
 import torch
-from tests.fake_nvml import NOT_SUPPORTED, UNKNOWN, FakeNvml, NVMLError
-from tests.helpers import one_rank_ctx
 
 from clusterbench import registry, worker
 from clusterbench.analysis import telemetry as analysis
@@ -47,6 +45,8 @@ from clusterbench.schema import (
     ToolInfo,
 )
 from clusterbench.thresholds import Thresholds
+from tests.fake_nvml import NOT_SUPPORTED, UNKNOWN, FakeNvml, NVMLError
+from tests.helpers import one_rank_ctx
 
 SW_POWER_CAP, HW_THERMAL, IDLE = 0x04, 0x40, 0x01
 T0_US = 1_700_000_000_000_000  # unix us

@@ -8,7 +8,6 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from tests.helpers import one_rank_ctx
 
 from clusterbench.benchmarks import weight_update as wu
 from clusterbench.benchmarks import weight_update_step as steps
@@ -16,6 +15,7 @@ from clusterbench.benchmarks.training.models import build_workload
 from clusterbench.benchmarks.weight_update import WeightUpdateConfig, weight_update
 from clusterbench.config import ConfigError, build_run_config
 from clusterbench.schema import Measurement
+from tests.helpers import one_rank_ctx
 
 TINY_PARAMS = sum(
     p.numel() for p in build_workload("tiny", device=torch.device("cpu")).model.parameters()

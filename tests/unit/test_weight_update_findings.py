@@ -8,7 +8,6 @@ import random
 import re
 
 import pytest
-from tests.unit.test_report_figures import check_figure, results_of, traces
 
 from clusterbench import catalog, registry
 from clusterbench.analysis import weight_update as analysis
@@ -20,6 +19,7 @@ from clusterbench.report.plots import PlotContext
 from clusterbench.report.sections import weight_update as section
 from clusterbench.schema import Finding, Measurement, Reference, Results, Stats
 from clusterbench.thresholds import Thresholds
+from tests.unit.test_report_figures import check_figure, results_of, traces
 
 SPEC = Reference(value=4800.0, kind="spec_peak", source="NVIDIA H200 datasheet")
 NUM_PARAMS = 1_420_396_544

@@ -46,12 +46,13 @@ __all__ = [
 LocalModel = Literal["comm_heavy", "gemm_heavy"]
 LOCAL_MODELS: dict[LocalModel, tuple[int, int, int, float]] = {
     # name: (width, layers or parameters, rows per sample, DDP bucket MB)
-    "comm_heavy": (1024, 1 << 22, 1, 0.0625),
+    "comm_heavy": (1024, 1 << 20, 1, 1 / 64),
     "gemm_heavy": (1024, 2, 128, 25.0),
 }
-"""Attribution-only workloads to check the classification: ``comm_heavy`` (4.2 M parameters in
-256 tensors, only summed into a scale: almost no compute, then 256 all-reduces of 64 KB, one
-bucket each: latency-bound communication over gloo) and ``gemm_heavy`` (large matmuls, few
+"""Attribution-only workloads to check the classification: ``comm_heavy`` (1 M parameters in
+256 tensors, only summed into a scale: almost no compute and little memory traffic, then
+about 200 all-reduces of 16 KB, most of them one bucket each (DDP's first bucket takes 1 MB):
+latency-bound communication over gloo) and ``gemm_heavy`` (large matmuls, few
 parameters: compute-bound).  Always DDP with plain SGD (a cheap optimizer step)."""
 
 

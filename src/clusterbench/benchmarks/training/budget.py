@@ -44,7 +44,7 @@ VISION = {"resnet50": (25.6e6, 3 * 4.09e9), "vit_b_16": (86.6e6, 3 * 17.56e9)}
 """(parameters, training FLOPs per 224 px image = 3 x forward): torchvision's model table
 (ResNet50_Weights.IMAGENET1K_V1: 25.6 M, 4.09 GFLOPS; ViT_B_16: 86.6 M, 17.56 GFLOPS)."""
 LOCAL = {
-    "comm_heavy": (4.2e6, 2.0 * 4.2e6),
+    "comm_heavy": (1.05e6, 2.0 * 1.05e6),
     "gemm_heavy": (2 * 1024 * 1024.0, 6 * 2 * 1024**2 * 128),
 }
 """attribution's own workloads (:mod:`..attribution_steps`): (parameters, FLOPs per sample)."""
