@@ -46,7 +46,15 @@ def world(tmp_path: Path) -> Iterator[None]:
         dist.destroy_process_group()
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Under pytest-xdist's --dist loadgroup (.ci/run) a module's tests run in one worker, so
+    # its module-scoped runs are made once, unless a test names a group of its own: tests in
+    # several modules that read one session-scoped run share a group (before xdist's own
+    # hook reads the groups, hence tryfirst).
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     if not any("gpu" in item.keywords for item in items):
         return
     import torch

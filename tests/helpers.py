@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,18 @@ import torch
 from clusterbench import load_results
 from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import Results
+
+QUICK_RUN = "quick-run"
+"""The ``xdist_group`` of the tests that read the session's ``quick_run`` (tests/dist)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """A ``clusterbench run`` made by a test: the process, its run folder, its results."""
+
+    proc: subprocess.CompletedProcess[str]
+    out: Path
+    results: Results
 
 
 def cli(

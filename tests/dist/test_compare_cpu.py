@@ -16,7 +16,7 @@ from clusterbench import load_results
 from clusterbench.analysis.compare import compare
 from clusterbench.thresholds import Thresholds
 
-pytestmark = [pytest.mark.dist, pytest.mark.timing]
+pytestmark = pytest.mark.dist
 
 OLD = Path(__file__).resolve().parents[1] / "data" / "results_v1_no_values.json"
 # One fp32 shape whose product takes tens of milliseconds on a CPU core: many scheduler
@@ -73,6 +73,7 @@ def test_two_honest_reruns_of_the_quick_suite_are_no_regression(tmp_path: Path) 
     assert data["findings"] == []
 
 
+@pytest.mark.timing
 def test_workers_sharing_one_core_are_a_gemm_regression(tmp_path: Path) -> None:
     # The plant: both workers squeezed onto core 0 beside 8 spinning processes, each worker
     # gets about 1/10 of a core where an honest one has about one.  A change counts beyond 3

@@ -20,27 +20,26 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from tests.helpers import cli
+from tests.helpers import QUICK_RUN, Run, cli
 
 from clusterbench import load_results, metrics, registry
 from clusterbench.metrics import Metric, MetricSet
 from clusterbench.schema import Results
 
-pytestmark = pytest.mark.dist
+pytestmark = [pytest.mark.dist, pytest.mark.xdist_group(QUICK_RUN)]
 
 BASELINE = Path(__file__).parents[1] / "data" / "cpu_suite_metrics.json"
 READERS = ("clusterbench.analysis", "clusterbench.report")
 
 
 @pytest.fixture(scope="module")
-def suite_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Results]:
-    out = {}
-    for suite in ("quick", "standard"):
-        folder = tmp_path_factory.mktemp(suite) / "run"
-        proc = cli("run", "--suite", suite, "--device", "cpu", "--out", str(folder), timeout=600)
-        assert proc.returncode in (0, 1), proc.stderr[-3000:]
-        out[suite] = load_results(folder)
-        assert out[suite].run.status == "completed" and not out[suite].errors
+def suite_results(tmp_path_factory: pytest.TempPathFactory, quick_run: Run) -> dict[str, Results]:
+    folder = tmp_path_factory.mktemp("standard") / "run"
+    proc = cli("run", "--suite", "standard", "--device", "cpu", "--out", str(folder), timeout=600)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    out = {"quick": quick_run.results, "standard": load_results(folder)}
+    for results in out.values():
+        assert results.run.status == "completed" and not results.errors
     return out
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from clusterbench import load_results
-from tests.helpers import cli
+from tests.helpers import QUICK_RUN, Run, cli
 
 pytestmark = pytest.mark.dist
 
@@ -23,11 +23,9 @@ HOST = socket.gethostname()
 SMALL_GEMM = ["--set", "gemm.shapes=64x64x64", "--set", "gemm.dtypes=fp32"]
 
 
-def test_quick_suite_on_two_cpu_workers(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    proc = cli("run", "--device", "cpu", "--nproc", "2", "--out", str(out))
-    assert proc.returncode in (0, 1), proc.stderr
-    results = load_results(out)
+@pytest.mark.xdist_group(QUICK_RUN)
+def test_quick_suite_on_two_cpu_workers(quick_run: Run) -> None:
+    proc, out, results = quick_run.proc, quick_run.out, quick_run.results
     assert results.schema_version == 1
     assert results.run.status == "completed"
     assert results.run.world_size == 2

@@ -16,13 +16,14 @@ from tests.helpers import cli
 
 from clusterbench import load_results
 
-pytestmark = [pytest.mark.dist, pytest.mark.timing]
+pytestmark = pytest.mark.dist
 
 # selftest's timed work is a sleep (plus two barriers): its sync_time is steady on a busy
 # 2-core machine, and the planted slowdown adds 0.1 s to it each round
 BASE = ["run", "--device", "cpu", "--nproc", "2", "--only", "selftest", "--no-history"]
 
 
+@pytest.mark.timing
 def test_planted_slowdown_is_a_drift(tmp_path: Path) -> None:
     out = tmp_path / "soak"
     proc = cli(*BASE, "--out", str(out), "--repeat", "6", "--set", "selftest.sleep_s=0.3",
@@ -39,8 +40,12 @@ def test_planted_slowdown_is_a_drift(tmp_path: Path) -> None:
         assert [m.round for m in mine] == list(range(6))
         times = [m.time or 0.0 for m in mine]
         assert times == sorted(times) and times[0] > 1e9
-        # the planted 0.1 s a round, and nothing like it in the barriers around it
-        assert 0.45 < mine[-1].value - mine[0].value < 0.6, [m.value for m in mine]
+        # the planted 0.1 s a round (0.5 s from the first round to the last), and nothing like
+        # it in the barriers around it: measured, each round's time past its sleeps was 2-4 ms
+        # idle and 2-13 ms with two processes spinning beside the run (4 runs x 2 ranks), so
+        # 0.1 s of margin is more than 7x that spread
+        rise = mine[-1].value - mine[0].value
+        assert abs(rise - 0.5) < 0.1, [m.value for m in mine]
     drift = [f for f in results.findings if f.id == "soak.drift"]
     assert len(drift) == 1 and drift[0].severity == "info"
     assert "selftest.sync_time rose during the soak" in drift[0].message

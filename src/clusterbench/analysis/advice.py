@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 import numpy as np
-from scipy.stats import bootstrap, mannwhitneyu
 
 from clusterbench.benchmarks.dataloader import DataloaderMetrics
 from clusterbench.metrics import Direction
@@ -238,6 +237,8 @@ def compare_samples(
     above 1.  The speed-up is median(new) / median(base) for a rate (``better`` higher), its
     inverse for a time.  None with too few repeats for p to reach ``alpha`` (the smallest
     one-sided p of n1 against n2 samples is 1 / C(n1 + n2, n1)) or with non-positive ones."""
+    from scipy.stats import bootstrap, mannwhitneyu
+
     a, b = [float(v) for v in base], [float(v) for v in new]
     if len(a) < 2 or len(b) < 2 or 1 / math.comb(len(a) + len(b), len(a)) >= alpha:
         return None

@@ -28,7 +28,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from clusterbench.analysis._common import gpu_severity
 from clusterbench.analysis.advice import advice_evidence
@@ -148,6 +147,8 @@ class AccumStatement:
 
 
 def _rise_interval(high: list[float], low: list[float]) -> tuple[float, float]:
+    from scipy import stats
+
     def diff(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
         return np.median(x, axis=axis) - np.median(y, axis=axis)
 

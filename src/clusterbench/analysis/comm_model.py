@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import optimize, stats
 
 from clusterbench.benchmarks.collectives import CollectivesMetrics
 from clusterbench.schema import Measurement, Results
@@ -140,6 +139,8 @@ class Fit:
     ) -> tuple[float, float]:
         """Interval in which a new measurement of ``size_bytes`` falls with ``confidence``:
         t_hat +- t_q(dof) * sqrt(x' C x + (rel_sigma * t_hat)^2), lower end at least 0."""
+        from scipy import stats
+
         if not 0 < confidence < 1:
             raise ValueError(f"confidence must be in (0, 1), got {confidence}")
         t_hat = self.predict_s(size_bytes)
@@ -161,6 +162,8 @@ def fit_alpha_beta(
     beta >= 0 (scipy's bounded linear least squares); the covariance is
     ``rel_sigma^2 (X_w' X_w)^-1`` of the weighted design matrix ``X_w``.
     """
+    from scipy import optimize
+
     a, b = coefficients(op, p=p, algorithm=algorithm)
     sizes, times = _checked_points(points)
     design = np.column_stack([np.full_like(sizes, a), b * sizes])

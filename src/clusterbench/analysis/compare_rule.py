@@ -36,8 +36,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from scipy.stats import mannwhitneyu
-
 from clusterbench.metrics import Direction
 from clusterbench.thresholds import Thresholds, practical_floor
 
@@ -196,6 +194,8 @@ def _noise_verdict(
 def _within_run(
     base: Sequence[float], new: Sequence[float], alpha: float
 ) -> tuple[float | None, _Noise]:
+    from scipy.stats import mannwhitneyu
+
     n1, n2 = len(base), len(new)
     if min(n1, n2) < MIN_SAMPLES:
         return None, _Noise(beyond=None, note=f"{n1} vs {n2} repeats: no test")

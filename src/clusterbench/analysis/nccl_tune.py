@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from scipy.stats import bootstrap, mannwhitneyu
 
 from clusterbench.benchmarks.collectives import CollectivesConfig, CollectivesMetrics
 from clusterbench.schema import Measurement
@@ -105,6 +104,8 @@ def _median(x: Any, axis: int = -1) -> Any:
 
 
 def _interval(data: tuple[Sequence[float], ...], statistic: Any) -> tuple[float, float]:
+    from scipy.stats import bootstrap
+
     result = bootstrap(
         tuple(np.asarray(d, dtype=float) for d in data), statistic, vectorized=True,
         n_resamples=_RESAMPLES, confidence_level=CONFIDENCE, method="percentile",
@@ -117,6 +118,8 @@ def _interval(data: tuple[Sequence[float], ...], statistic: Any) -> tuple[float,
 def _judge(
     m: Measurement, default: Measurement | None, *, busbw: float | None, min_gain: float
 ) -> TuneRow:
+    from scipy.stats import mannwhitneyu
+
     mine = _samples(m)
     base = _samples(default) if default is not None else []
     latency_ci = _interval((mine,), _median) if len(mine) >= 2 else None

@@ -40,8 +40,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from scipy import optimize
-
 from clusterbench.analysis.comm_model import Algorithm, Fit, coefficients
 
 __all__ = [
@@ -313,6 +311,8 @@ def fit_compute_s(
     """The compute time that makes the model's step times closest to ``measured`` (world size
     -> seconds) on ``fit_sizes``: least squares on the relative error, the link fits and the
     overlap taken as given (at world size 1 alone, the measured step itself)."""
+    from scipy import optimize
+
     fit_set = sorted(set(fit_sizes))
     missing = [w for w in fit_set if w not in measured]
     if not fit_set or missing:

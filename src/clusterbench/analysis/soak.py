@@ -44,8 +44,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from scipy import stats as scipy_stats
-
 from clusterbench.analysis.compare import identity_params, params_key
 from clusterbench.metrics import Direction, direction_of
 from clusterbench.schema import Measurement, ParamValue, Results
@@ -163,6 +161,8 @@ def round_noise(values: Sequence[float]) -> float:
 def drift_of(series: Series, thresholds: Thresholds) -> Drift | None:
     """The trend of ``series``; None with fewer than :data:`MIN_ROUNDS` rounds, or when it
     does not change at all (no trend to test)."""
+    from scipy import stats as scipy_stats
+
     values = list(series.values)
     n = len(values)
     if n < MIN_ROUNDS or len(set(values)) == 1:
@@ -195,6 +195,8 @@ def drift_of(series: Series, thresholds: Thresholds) -> Drift | None:
 def _slope(series: Series) -> tuple[float, bool]:
     """Theil-Sen slope per hour of the series' own clock, and True; per round and False when
     its measurements carry no time."""
+    from scipy import stats as scipy_stats
+
     times = [t for t in series.times if t is not None]
     if len(times) == len(series.times) and len(set(times)) > 1:
         hours = [(t - times[0]) / _SECONDS_PER_HOUR for t in times]

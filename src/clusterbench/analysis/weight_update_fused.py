@@ -12,8 +12,6 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 
-from scipy.stats import mannwhitneyu
-
 from clusterbench.analysis._common import per_device
 from clusterbench.analysis.advice import advice_evidence
 from clusterbench.benchmarks.weight_update import WeightUpdateMetrics
@@ -100,6 +98,8 @@ class _Comparison:
 
 
 def _compare(pairs: list[_Pair], *, alpha: float) -> _Comparison:
+    from scipy.stats import mannwhitneyu
+
     fused_ms = statistics.median(f.value for f, _ in pairs)
     foreach_ms = statistics.median(f.value for _, f in pairs)
     tested = beyond = faster = 0

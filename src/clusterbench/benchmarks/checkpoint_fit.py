@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.stats
 
 __all__ = [
     "Fit",
@@ -83,6 +82,8 @@ def fit_line(sizes: Sequence[float], seconds: Sequence[float]) -> Fit:
     largest size's samples (α = 0, 1/β = median(t/S) there), the figure least made of fixed
     costs.
     """
+    import scipy.stats
+
     s = np.asarray(sizes, dtype=float)
     t = np.asarray(seconds, dtype=float)
     if s.size == 0 or s.size != t.size or np.any(s <= 0) or np.any(t <= 0):
