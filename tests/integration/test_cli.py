@@ -1,3 +1,6 @@
+"""The CLI as a real process: every bad input is one line, exit 2 and no run folder; --version;
+run --plan."""
+
 from __future__ import annotations
 
 import os

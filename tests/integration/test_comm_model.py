@@ -1,6 +1,5 @@
-"""The alpha-beta cost model: the formulas, the fit on synthetic timings with known alpha and
-beta, its uncertainty, the points taken from collectives measurements, and a fit of a real CPU
-sweep."""
+"""The alpha-beta fit of a real all_reduce sweep between gloo processes (the model's formulas and
+synthetic fits are in tests/unit/test_comm_model.py)."""
 
 from __future__ import annotations
 
@@ -17,10 +16,6 @@ from clusterbench.analysis.comm_model import (
 from clusterbench.schema import load_results
 
 pytestmark = pytest.mark.timing
-
-ALPHA_S = 12e-6  # 12 us per step
-BETA_S_PER_BYTE = 1 / 40e9  # 40 GB/s
-SIZES = [2**e for e in range(3, 34)]  # 8 B .. 8 GiB, as the GPU sweep
 
 
 @pytest.mark.dist

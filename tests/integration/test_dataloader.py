@@ -1,4 +1,5 @@
-"""dataloader benchmark on CPU: files written and removed, rates, the planted slow loader."""
+"""The dataloader benchmark with real worker processes: files written and removed, and workers
+started as in a fresh interpreter even inside a spawned rank."""
 
 from __future__ import annotations
 
@@ -17,8 +18,6 @@ from clusterbench.benchmarks.dataloader_timing import make_loader, worker_start_
 from clusterbench.benchmarks.training.workload import Workload
 from clusterbench.schema import Measurement
 from tests.unit.test_dataloader import _RANK_STATE, _ctx, _decoder
-
-CPU = torch.device("cpu")
 
 
 def _workload(name: str, *, device: torch.device, seq_len: int | None = None) -> Workload:

@@ -1,4 +1,5 @@
-"""The dataloader's adaptive worker sweep: the ladder, the stopping rule, a planted slow step."""
+"""The dataloader's worker sweep with real worker processes: the ladder, the stopping rule and a
+planted slow step (the rule's logic alone is in tests/unit/test_dataloader_sweep.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import torch
 
 from clusterbench.analysis.compare import compare
 from clusterbench.benchmarks import dataloader as dl
-from clusterbench.benchmarks.sweep_stop import PlateauRule, SweepStop
+from clusterbench.benchmarks.sweep_stop import SweepStop
 from clusterbench.config import Thresholds
 from clusterbench.schema import Measurement, Results, RunInfo, ToolInfo
 from tests.helpers import one_rank_ctx
@@ -20,10 +21,6 @@ pytestmark = [
 ]
 
 CPU = torch.device("cpu")
-PLATEAU = PlateauRule(tolerance=0.10, patience=2)
-SAMPLE_S = 0.0125
-"""Each sample of the planted dataset sleeps this long: the loader's rate is set by the sleep
-(1 / SAMPLE_S samples/s per worker), not by how loaded the machine's cores are."""
 CORES = 4
 """Worker counts 0, 1, 2, 4."""
 STEP_S = 0.5

@@ -1,6 +1,6 @@
-"""doctor --dcgm: dcgmi diag's JSON (DCGM 4 and 3 shapes) into findings, through a fake dcgmi
-executable on PATH: pass, fail, warn, a run that could not start, malformed output, a non-zero
-exit without JSON, a hang, and no dcgmi at all."""
+"""doctor --dcgm through a stand-in dcgmi executable on PATH: pass, fail and warn, a run that could
+not start, malformed output, a non-zero exit without JSON, a hang, and the CLI (the JSON
+parsing alone is in tests/unit/test_doctor_dcgm.py)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,6 @@ from clusterbench.schema import Finding
 from tests.helpers import cli
 from tests.unit.test_doctor_dcgm import _FAIL_AND_WARN, _PASS
 
-_PERSISTENCE = (
-    'Persistence mode for GPU 1 is disabled. Enable persistence mode by running "nvidia-smi -i '
-    '<gpuId> -pm 1 " as root.'
-)
 _FAULTY = "Found 2 faulty memory elements on GPU 1 Run a field diagnostic on the GPU."
 
 

@@ -1,9 +1,5 @@
-"""doctor --fast: checks under a deadline (a hung check is reported, not waited for), a hung or
-broken probe, commands killed past their time, the scheduler's output lines and the CLI.
-
-These test the deadline's behaviour with generous slack; how fast the real command is on a
-machine is measured by scripts/doctor_fast_time.py, not here.  ``doctor --fast`` leaves through
-``os._exit``, so the CLI runs in a subprocess."""
+"""doctor --fast with real processes: commands killed past their time or the deadline, the
+process's age, and the CLI on this machine and with a check that never ends."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Doctor as a whole: consistency across hosts, storage, the guard, the benchmark and the CLI."""
+"""doctor through the CLI: on this machine, and with planted pitfalls."""
 
 from __future__ import annotations
 

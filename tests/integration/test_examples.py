@@ -1,6 +1,5 @@
-"""The scheduler recipes under examples/: the Kubernetes manifests parse and run doctor --fast
-where they say; the Slurm scripts pass ``bash -n`` and, with stand-ins for clusterbench, logger
-and scontrol on PATH, exit (Prolog) or drain (HealthCheckProgram) as their comments promise."""
+"""The Slurm scripts under examples/: ``bash -n``, and with stand-ins for clusterbench, logger and
+scontrol, the prolog's and health check's exit codes and lines."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from pathlib import Path
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-_DOCTOR = ["clusterbench", "doctor", "--fast"]
 _FAIL_LINE = "FAIL doctor.gpu.ecc host:n0/cuda:3: uncorrected ECC errors since the driver loaded"
 
 

@@ -1,6 +1,5 @@
-"""Exports read back with the tools that consume them: CSV with the csv module, JSON lines with
-json, Prometheus with prometheus_client's parser (from a file and from a real Pushgateway),
-W&B from the files of an offline run; and the CLI (``export``, ``run --export``) on a real run."""
+"""Exports that need a process or a server: a real Pushgateway, an offline W&B run, and the CLI
+(``export``, ``run --export``) on real runs."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The history store on real SQLite files: record, list, points, comparable runs, and every way
-a database can be unusable (one HistoryError with a one-line message)."""
+"""A history database locked by another process past the timeout: one error, then it works."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""The HTML report as a file: header verdict, hardware, escaping, sortable tables, plots beside
-their tables, figures that fail, the page of a 64-node run, report.html at the end of a run,
-and ``clusterbench report`` (paths, exit codes, the comparison page)."""
+"""A page that cannot be written costs a real run's results nothing."""
 
 from __future__ import annotations
 
@@ -9,7 +7,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from clusterbench import catalog
 from clusterbench.finalize import REPORT_FILE, write_results
@@ -17,7 +14,6 @@ from clusterbench.schema import Finding, load_results
 from tests.unit.test_compare import meas, results
 
 catalog.register_builtin()
-runner = CliRunner()
 
 
 def test_a_page_that_does_not_fit_costs_the_results_nothing(

@@ -1,4 +1,4 @@
-"""`clusterbench launch`: the generated commands and scripts, and the CLI's checks."""
+"""The Slurm script that ``clusterbench launch`` writes passes ``bash -n``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from clusterbench.launchers import (
     LaunchSpec,
@@ -15,7 +14,6 @@ from clusterbench.launchers import (
 )
 
 SPEC = LaunchSpec(nodes=4, gpus_per_node=8, suite="standard", run_args=("--only", "network"))
-runner = CliRunner()
 
 
 def test_slurm_script_has_the_numbers_and_passes_bash_n(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""torch.profiler's kineto lines stay off stderr; real errors written meanwhile still show."""
+"""torch.profiler's kineto lines stay off a real process's stderr; real errors written meanwhile
+still show, and a rank that dies inside the profiler leaves what it wrote."""
 
 from __future__ import annotations
 
@@ -9,13 +10,6 @@ import textwrap
 from pathlib import Path
 
 from tests.unit.test_quiet_profiler import PROFILE
-
-STAGE = (
-    "STAGE:2026-12-01 14:58:06 27418:27418 SyncActivityProfilerHandler.cpp:51] Completed Stage: "
-    "Warm Up\n"
-)
-USDT = "USDT:2026-12-01 14:58:06 27418:27418 SyncActivityProfilerHandler.cpp:52] profiler_start\n"
-ERROR = "ERROR:2026-12-01 14:58:06 27418:27418 CuptiActivityApi.cpp:99] CUPTI failed\n"
 
 
 def _python(code: str, *, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

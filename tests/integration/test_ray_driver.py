@@ -1,5 +1,5 @@
-"""``python -m clusterbench.ray`` without a Ray cluster: the workers' command, the driver's last
-line and exit code, and the small process between a Ray worker and its clusterbench run."""
+"""The small process between a Ray worker and its clusterbench run: it passes the exit code on
+and tells the command when its parent dies."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The HTML report's figures of every benchmark, from a real CPU run and from synthetic
-measurements of what CPU workers cannot measure (spec peaks, GPU pairs, several nodes): the
-values drawn are the measurements' own, every value axis and hover carries its unit, the slow
-node and the straggler that analysis names are the ones marked, a comparison's base run is
-drawn only in a comparison, a 64-node run stays compact, and every figure is valid by plotly's
-schema."""
+"""The HTML report's figures of a real two-worker CPU run: the values drawn are the measurements'
+own, and every figure is valid, pure data."""
 
 from __future__ import annotations
 

@@ -1,3 +1,5 @@
+"""Deadlines over real processes: a hung process is ended, and the grace lets a waiter finish."""
+
 from __future__ import annotations
 
 import subprocess

@@ -9,9 +9,12 @@ import _posixsubprocess
 import os
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
+
+_HERE = Path(__file__).parent
 
 
 class StartsAProcess(RuntimeError):
@@ -28,7 +31,10 @@ def _refuse(*_args: Any, **_kwargs: Any) -> NoReturn:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[object]:
     """Around each test here, its fixtures' setup and teardown included (a module-scoped
-    fixture sets up inside its first test's protocol)."""
+    fixture sets up inside its first test's protocol).  pytest calls this hook for every test
+    of the session, so tests of other folders collected beside these pass through."""
+    if not item.path.is_relative_to(_HERE):
+        return (yield)
     # subprocess (and so every library that runs a command) goes through _fork_exec or
     # posix_spawn; multiprocessing's fork start method through os.fork, spawn and forkserver
     # through _posixsubprocess.fork_exec.

@@ -1,6 +1,6 @@
 """The alpha-beta cost model: the formulas, the fit on synthetic timings with known alpha and
-beta, its uncertainty, the points taken from collectives measurements, and a fit of a real CPU
-sweep."""
+beta, its uncertainty and the points taken from collectives measurements (the fit of a real CPU
+sweep is in tests/integration/test_comm_model.py)."""
 
 from __future__ import annotations
 

@@ -18,17 +18,10 @@ from clusterbench.config import ConfigError, build_run_config
 # more workers than this machine's cores: the planted samples sleep, they do not compute
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 
-CPU = torch.device("cpu")
 PLATEAU = PlateauRule(tolerance=0.10, patience=2)
 SAMPLE_S = 0.0125
 """Each sample of the planted dataset sleeps this long: the loader's rate is set by the sleep
 (1 / SAMPLE_S samples/s per worker), not by how loaded the machine's cores are."""
-CORES = 4
-"""Worker counts 0, 1, 2, 4."""
-STEP_S = 0.5
-"""The planted slow step: 4 samples per 0.5 s, 8 samples/s.  The loader gives at most 80
-without workers (the sleep bounds it, however idle the machine), under the 20 x 8 it would
-need; about 80 with one, far above 1.5 x 8 however loaded the machine."""
 
 
 class _SleepyTokens(torch.utils.data.Dataset[Batch]):

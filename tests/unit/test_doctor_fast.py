@@ -1,9 +1,9 @@
 """doctor --fast: checks under a deadline (a hung check is reported, not waited for), a hung or
-broken probe, commands killed past their time, the scheduler's output lines and the CLI.
+broken probe and the scheduler's output lines (commands and the CLI, which leaves through
+``os._exit``, run as real processes in tests/integration/test_doctor_fast.py).
 
 These test the deadline's behaviour with generous slack; how fast the real command is on a
-machine is measured by scripts/doctor_fast_time.py, not here.  ``doctor --fast`` leaves through
-``os._exit``, so the CLI runs in a subprocess."""
+machine is measured by scripts/doctor_fast_time.py, not here."""
 
 from __future__ import annotations
 

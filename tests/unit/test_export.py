@@ -1,6 +1,6 @@
 """Exports read back with the tools that consume them: CSV with the csv module, JSON lines with
-json, Prometheus with prometheus_client's parser (from a file and from a real Pushgateway),
-W&B from the files of an offline run; and the CLI (``export``, ``run --export``) on a real run."""
+json, Prometheus with prometheus_client's parser from a file, and the ``export`` command in
+process (a real Pushgateway, W&B and the CLI on real runs: tests/integration/test_export.py)."""
 
 from __future__ import annotations
 
