@@ -50,10 +50,10 @@ LOCAL_MODELS: dict[LocalModel, tuple[int, int, int, float]] = {
     "gemm_heavy": (1024, 2, 128, 25.0),
 }
 """Attribution-only workloads to check the classification: ``comm_heavy`` (1 M parameters in
-256 tensors, only summed into a scale: almost no compute and little memory traffic, then
-about 200 all-reduces of 16 KB, most of them one bucket each (DDP's first bucket takes 1 MB):
-latency-bound communication over gloo) and ``gemm_heavy`` (large matmuls, few
-parameters: compute-bound).  Always DDP with plain SGD (a cheap optimizer step)."""
+256 tensors of 16 KB, only summed into a scale: almost no compute and little memory traffic;
+DDP buckets capped at 16 KB, so many small all-reduces: latency-bound communication over
+gloo) and ``gemm_heavy`` (large matmuls, few parameters: compute-bound).  Always DDP with
+plain SGD (a cheap optimizer step)."""
 
 
 def is_local_model(model: str) -> TypeGuard[LocalModel]:
