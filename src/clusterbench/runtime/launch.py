@@ -141,9 +141,9 @@ def launch_local(
 
     Workers are forked from a fork server that imported ``entrypoint``'s module (and torch with
     it) once, instead of each spawned worker importing them again: on a 2-core machine three
-    concurrent ``--only memory`` CPU runs took 13.4-13.5 s against 16.2-18.7 s spawned.  A fork server is started
-    once per process and never initialises CUDA; each worker still sees this process's
-    environment and working directory as they are now (:func:`_as_launched`).
+    concurrent ``--only memory`` CPU runs took 13.4-13.5 s against 16.2-18.7 s spawned.  A fork
+    server is started once per process and never initialises CUDA; each worker still sees this
+    process's environment and working directory as they are now (:func:`_as_launched`).
     """
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
