@@ -39,12 +39,12 @@ from clusterbench.benchmarks import checkpoint_budget as checkpoint_cost
 from clusterbench.benchmarks import collectives_budget as collectives_cost
 from clusterbench.benchmarks import dataloader_budget as dataloader_cost
 from clusterbench.benchmarks import doctor_budget as doctor_cost
-from clusterbench.benchmarks import gemm_budget as gemm_cost
-from clusterbench.benchmarks import memory_budget as memory_cost
 from clusterbench.benchmarks import network_budget as network_cost
 from clusterbench.benchmarks import sdc_budget as sdc_cost
 from clusterbench.benchmarks import transfer_budget as transfer_cost
 from clusterbench.benchmarks import weight_update_budget as weight_update_cost
+from clusterbench.benchmarks.gemm import cost as gemm_cost
+from clusterbench.benchmarks.memory import cost as memory_cost
 from clusterbench.benchmarks.training import bench as training
 from clusterbench.benchmarks.training import budget as training_cost
 from clusterbench.benchmarks.training import settings as training_settings
@@ -89,7 +89,8 @@ BUILTIN: tuple[Benchmark, ...] = (
         level=1,
         scope="per_device",
         suites=ALL_SUITES,
-        run=gemm.gemm,
+        run="clusterbench.benchmarks.gemm.measure:gemm",
+        description="Matrix-multiply TFLOP/s per dtype over a sweep of shapes (best and geomean).",
         settings=gemm.GemmConfig,
         metrics=gemm.GemmMetrics,
         budget=gemm_cost.MODEL,
@@ -114,7 +115,8 @@ BUILTIN: tuple[Benchmark, ...] = (
         level=1,
         scope="per_device",
         suites=ALL_SUITES,
-        run=memory.memory,
+        run="clusterbench.benchmarks.memory.measure:memory",
+        description="Device memory bandwidth (GB/s): copy, read and write of large buffers.",
         settings=memory.MemoryConfig,
         metrics=memory.MemoryMetrics,
         budget=memory_cost.MODEL,

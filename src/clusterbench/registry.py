@@ -23,6 +23,7 @@ else sees one round (:func:`clusterbench.schema.one_round`).
 
 from __future__ import annotations
 
+import importlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -85,7 +86,10 @@ class Benchmark:
     level: int
     """0 self-test and doctor, 1 one node, 2 network, 3 training."""
     scope: Scope
-    run: RunFn
+    run: RunFn | str
+    """The measurement, or where it lives as ``"package.module:function"``: imported only by
+    the rank that runs it, so that everything else (the CLI, analysis, the report) never
+    imports torch."""
     settings: type
     """The settings dataclass; its fields are what a TOML table or ``--set`` may change.  A
     ``preset(suite=, device_type=)`` classmethod, where present, gives each suite's values."""
@@ -107,16 +111,35 @@ class Benchmark:
     fit it into a time budget (None: no estimate; a budget then only stops it at its deadline
     where it checks ``ctx.budget``)."""
     description: str = field(default="")
-    """One line for ``clusterbench list``; defaults to the first line of ``run``'s docstring."""
+    """One line for ``clusterbench list``; defaults to the first line of ``run``'s docstring
+    (required where ``run`` is named by a string)."""
 
     def __post_init__(self) -> None:
         if self.metrics.benchmark != self.name:
             raise ValueError(
                 f"benchmark {self.name!r} declares the metrics of {self.metrics.benchmark!r}"
             )
-        if not self.description:
+        if isinstance(self.run, str):
+            module, _, function = self.run.partition(":")
+            if not module or not function:
+                raise ValueError(
+                    f"benchmark {self.name!r}: run {self.run!r} is not 'module:function'"
+                )
+            if not self.description:
+                raise ValueError(
+                    f"benchmark {self.name!r} names its run by a string: give a description"
+                )
+        elif not self.description:
             lines = (self.run.__doc__ or "").strip().splitlines()
             object.__setattr__(self, "description", lines[0] if lines else self.name)
+
+    def measure(self) -> RunFn:
+        """The measurement function (imported now where ``run`` names it)."""
+        if not isinstance(self.run, str):
+            return self.run
+        module, _, function = self.run.partition(":")
+        fn: RunFn = getattr(importlib.import_module(module), function)
+        return fn
 
     def supports(self, device_type: str) -> bool:
         return device_type in self.devices

@@ -454,7 +454,7 @@ def _run_one(
     with Deadline(timeout_s, on_timeout, grace_s=_grace(timeout_s), grace_if=lambda: ctx.waiting):
         try:
             ctx.barrier()
-            for item in _with_telemetry(ctx, bench.run(ctx, cfg)):
+            for item in _with_telemetry(ctx, bench.measure()(ctx, cfg)):
                 log.write(
                     FindingRecord(data=item)
                     if isinstance(item, Finding)

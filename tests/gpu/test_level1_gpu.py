@@ -11,8 +11,10 @@ import itertools
 import pytest
 import torch
 
-from clusterbench.benchmarks.gemm import TOLERANCE, GemmConfig, gemm
-from clusterbench.benchmarks.memory import MemoryConfig, memory
+from clusterbench.benchmarks.gemm import TOLERANCE, GemmConfig
+from clusterbench.benchmarks.gemm.measure import gemm
+from clusterbench.benchmarks.memory import MemoryConfig
+from clusterbench.benchmarks.memory.measure import memory
 from clusterbench.benchmarks.transfer import TransferConfig, transfer
 from clusterbench.schema import Measurement
 from tests.helpers import gpu_ctx

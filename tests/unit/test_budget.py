@@ -17,7 +17,7 @@ from clusterbench.benchmarks.attribution_budget import estimate as attribution_e
 from clusterbench.benchmarks.budget import NodeFacts, fit, smallest
 from clusterbench.benchmarks.collectives_budget import estimate as collectives_estimate
 from clusterbench.benchmarks.gemm import GemmConfig
-from clusterbench.benchmarks.gemm_budget import MODEL as GEMM
+from clusterbench.benchmarks.gemm.cost import MODEL as GEMM
 from clusterbench.benchmarks.network_budget import estimate as network_estimate
 from clusterbench.benchmarks.pair_plan import planned_rounds
 from clusterbench.benchmarks.sdc_budget import DRAW_M_PER_S

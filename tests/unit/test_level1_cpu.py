@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 import torch
 
-from clusterbench.benchmarks import gemm as gemm_mod
-from clusterbench.benchmarks import memory as memory_mod
-from clusterbench.benchmarks.gemm import TOLERANCE, GemmConfig, gemm, parse_shape
-from clusterbench.benchmarks.memory import MemoryConfig, memory
+from clusterbench.benchmarks.gemm import TOLERANCE, GemmConfig, parse_shape
+from clusterbench.benchmarks.gemm import measure as gemm_mod
+from clusterbench.benchmarks.gemm.measure import gemm
+from clusterbench.benchmarks.memory import MemoryConfig
+from clusterbench.benchmarks.memory import measure as memory_mod
+from clusterbench.benchmarks.memory.measure import memory
 from clusterbench.benchmarks.transfer import TransferConfig
 from clusterbench.config import ConfigError, build_run_config
 from clusterbench.registry import get

@@ -444,7 +444,7 @@ def test_each_measurement_carries_its_own_window(tmp_path: Path, fake_gpu: FakeN
 
     ctx = one_rank_ctx("fake", device=torch.device("cuda", 0), run_dir=tmp_path)
     log = RankLog(tmp_path, 0)
-    bench = SimpleNamespace(name="fake", run=bench_run)
+    bench = SimpleNamespace(name="fake", measure=lambda: bench_run)
     with worker._telemetry(ctx, spec=spec(tmp_path, telemetry_interval_s=0.01), log=log):
         worker._run_one(ctx, bench=bench, cfg=None, log=log, timeout_s=60)  # type: ignore[arg-type]
     log.close()

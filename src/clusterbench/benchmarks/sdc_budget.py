@@ -18,8 +18,8 @@ from clusterbench.benchmarks.budget import (
     drop_cut,
     halve_cut,
 )
-from clusterbench.benchmarks.gemm_budget import CPU_TFLOPS, SPEC_FRACTION
-from clusterbench.benchmarks.gemm_budget import MODEL as GEMM_MODEL
+from clusterbench.benchmarks.gemm.cost import CPU_TFLOPS, SPEC_FRACTION
+from clusterbench.benchmarks.gemm.cost import MODEL as GEMM_MODEL
 from clusterbench.benchmarks.sdc import SdcConfig
 
 __all__ = ["DRAW_M_PER_S", "MODEL", "estimate"]

@@ -17,8 +17,8 @@ from clusterbench.benchmarks.budget import (
     drop_cut,
     halve_cut,
 )
-from clusterbench.benchmarks.memory_budget import MODEL as MEMORY_MODEL
-from clusterbench.benchmarks.memory_budget import copy_rate
+from clusterbench.benchmarks.memory.cost import MODEL as MEMORY_MODEL
+from clusterbench.benchmarks.memory.cost import copy_rate
 from clusterbench.benchmarks.training.budget import num_params
 from clusterbench.benchmarks.weight_update import WeightUpdateConfig
 

@@ -25,8 +25,8 @@ from clusterbench.benchmarks.budget import (
     drop_cut,
     halve_cut,
 )
-from clusterbench.benchmarks.gemm_budget import CPU_TFLOPS, SPEC_FRACTION
-from clusterbench.benchmarks.gemm_budget import MODEL as GEMM_MODEL
+from clusterbench.benchmarks.gemm.cost import CPU_TFLOPS, SPEC_FRACTION
+from clusterbench.benchmarks.gemm.cost import MODEL as GEMM_MODEL
 from clusterbench.benchmarks.training.decoder import decoder_flops_per_token
 from clusterbench.benchmarks.training.encoder import encoder_flops_per_sequence
 from clusterbench.benchmarks.training.models import DECODER_PRESETS, ENCODER_PRESETS

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from clusterbench.benchmarks.gemm import TOLERANCE, make_product, spec_reference
+from clusterbench.benchmarks.gemm import TOLERANCE
+from clusterbench.benchmarks.gemm.measure import make_product, spec_reference
 from clusterbench.benchmarks.training import formulas
 from clusterbench.benchmarks.training.settings import (
     Case,
