@@ -40,14 +40,14 @@ from clusterbench.benchmarks import collectives_budget as collectives_cost
 from clusterbench.benchmarks import dataloader_budget as dataloader_cost
 from clusterbench.benchmarks import doctor_budget as doctor_cost
 from clusterbench.benchmarks import network_budget as network_cost
-from clusterbench.benchmarks import sdc_budget as sdc_cost
-from clusterbench.benchmarks import transfer_budget as transfer_cost
 from clusterbench.benchmarks import weight_update_budget as weight_update_cost
 from clusterbench.benchmarks.gemm import cost as gemm_cost
 from clusterbench.benchmarks.memory import cost as memory_cost
+from clusterbench.benchmarks.sdc import cost as sdc_cost
 from clusterbench.benchmarks.training import bench as training
 from clusterbench.benchmarks.training import budget as training_cost
 from clusterbench.benchmarks.training import settings as training_settings
+from clusterbench.benchmarks.transfer import cost as transfer_cost
 from clusterbench.registry import ALL_SUITES, FROM_STANDARD, Benchmark
 from clusterbench.report.figures import attribution as attribution_figures
 from clusterbench.report.figures import checkpoint as checkpoint_figures
@@ -103,7 +103,10 @@ BUILTIN: tuple[Benchmark, ...] = (
         level=1,
         scope="per_device",
         suites=ALL_SUITES,
-        run=sdc.sdc,
+        run="clusterbench.benchmarks.sdc.measure:sdc",
+        description=(
+            "Bit-for-bit GEMM check: fixed inputs on every device, across repeats and like devices."
+        ),
         settings=sdc.SdcConfig,
         metrics=sdc.SdcMetrics,
         budget=sdc_cost.MODEL,
@@ -130,7 +133,10 @@ BUILTIN: tuple[Benchmark, ...] = (
         scope="per_device",
         suites=ALL_SUITES,
         devices=frozenset({"cuda"}),
-        run=transfer.transfer,
+        run="clusterbench.benchmarks.transfer.measure:transfer",
+        description=(
+            "Host<->device (pinned, pageable, NUMA local/remote) and GPU<->GPU copy bandwidth."
+        ),
         settings=transfer.TransferConfig,
         metrics=transfer.TransferMetrics,
         budget=transfer_cost.MODEL,

@@ -15,7 +15,8 @@ from clusterbench.benchmarks.gemm import TOLERANCE, GemmConfig
 from clusterbench.benchmarks.gemm.measure import gemm
 from clusterbench.benchmarks.memory import MemoryConfig
 from clusterbench.benchmarks.memory.measure import memory
-from clusterbench.benchmarks.transfer import TransferConfig, transfer
+from clusterbench.benchmarks.transfer import TransferConfig
+from clusterbench.benchmarks.transfer.measure import transfer
 from clusterbench.schema import Measurement
 from tests.helpers import gpu_ctx
 

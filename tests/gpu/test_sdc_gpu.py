@@ -10,7 +10,7 @@ import torch
 
 from clusterbench import load_results
 from clusterbench.benchmarks.sdc import SdcMetrics
-from clusterbench.benchmarks.sdc_compute import Case, chain, make_inputs
+from clusterbench.benchmarks.sdc.compute import Case, chain, make_inputs
 from clusterbench.runtime.precision import matmul_precision
 from tests.helpers import cli
 

@@ -20,8 +20,8 @@ from clusterbench.benchmarks.gemm import GemmConfig
 from clusterbench.benchmarks.gemm.cost import MODEL as GEMM
 from clusterbench.benchmarks.network_budget import estimate as network_estimate
 from clusterbench.benchmarks.pair_plan import planned_rounds
-from clusterbench.benchmarks.sdc_budget import DRAW_M_PER_S
-from clusterbench.benchmarks.sdc_budget import estimate as sdc_estimate
+from clusterbench.benchmarks.sdc.cost import DRAW_M_PER_S
+from clusterbench.benchmarks.sdc.cost import estimate as sdc_estimate
 from clusterbench.benchmarks.training.budget import MODEL as TRAINING
 from clusterbench.benchmarks.training.settings import TrainingConfig
 from clusterbench.config import ConfigError, build_run_config

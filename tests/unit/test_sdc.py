@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from clusterbench.analysis import sdc as sdc_analysis
-from clusterbench.benchmarks.sdc import SdcConfig, SdcMetrics, case_params, sdc
-from clusterbench.benchmarks.sdc_compute import (
+from clusterbench.benchmarks.sdc import SdcConfig, SdcMetrics
+from clusterbench.benchmarks.sdc.compute import (
     Case,
     chain,
     diff,
@@ -16,7 +16,8 @@ from clusterbench.benchmarks.sdc_compute import (
     make_inputs,
     result_hash,
 )
-from clusterbench.benchmarks.sdc_vote import differing_repeats, modal, vote
+from clusterbench.benchmarks.sdc.measure import case_params, sdc
+from clusterbench.benchmarks.sdc.vote import differing_repeats, modal, vote
 from clusterbench.config import ConfigError, Thresholds, build_run_config
 from clusterbench.report.sections import sdc as sdc_section
 from clusterbench.schema import (

@@ -2,7 +2,7 @@
 (``sdc.mismatch``), the device whose repeats differ among themselves (``sdc.unstable``), and
 what a clean check compared (``sdc.ok``).
 
-The vote is :func:`clusterbench.benchmarks.sdc_vote.vote` over the repeat hashes results.json
+The vote is :func:`clusterbench.benchmarks.sdc.vote.vote` over the repeat hashes results.json
 recorded, the same the benchmark used, within each group of like devices (GPU model, driver,
 torch, CUDA and cuBLAS; on CPUs the model, torch and threads).  Severities: fail on GPUs; on CPU
 workers info, as for the project's other CPU verdicts (CPU BLAS libraries promise bitwise equal
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from clusterbench.analysis._common import as_number, gpu_severity, scope_label
 from clusterbench.analysis.sdc_compare import Comparison, case_key, comparisons, diffs
-from clusterbench.benchmarks.sdc_vote import differing_repeats, modal
+from clusterbench.benchmarks.sdc.vote import differing_repeats, modal
 from clusterbench.schema import Finding, Measurement, Results
 from clusterbench.thresholds import Thresholds
 

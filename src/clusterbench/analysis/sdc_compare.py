@@ -1,5 +1,5 @@
 """The ``sdc`` records of a run, grouped for judging: each case over each group of like
-devices with its vote (:func:`clusterbench.benchmarks.sdc_vote.vote` over the repeat hashes
+devices with its vote (:func:`clusterbench.benchmarks.sdc.vote.vote` over the repeat hashes
 results.json recorded, the same the benchmark used), and the differences the devices counted.
 """
 
@@ -9,7 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from clusterbench.benchmarks.sdc import SdcMetrics
-from clusterbench.benchmarks.sdc_vote import Vote, vote
+from clusterbench.benchmarks.sdc.vote import Vote, vote
 from clusterbench.schema import Measurement, Results
 
 __all__ = ["Comparison", "case_key", "case_label", "comparisons", "diffs"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from clusterbench.analysis.sdc_compare import Comparison, comparisons
 from clusterbench.benchmarks.sdc import SdcMetrics
-from clusterbench.benchmarks.sdc_vote import differing_repeats, modal
+from clusterbench.benchmarks.sdc.vote import differing_repeats, modal
 from clusterbench.report.cells import Grid, Section, metric_rows, where
 from clusterbench.schema import Measurement
 

@@ -18,10 +18,10 @@ import hashlib
 import importlib.metadata
 import math
 import platform
-from dataclasses import dataclass
 
 import torch
 
+from clusterbench.benchmarks.sdc.settings import Case
 from clusterbench.runtime.dist import DistContext
 
 __all__ = [
@@ -41,26 +41,6 @@ INT_VIEW = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float
 """The integer type of each float's width: results are compared, and a bit flipped, through it."""
 _DRAW = 128
 """Inputs are integers in [-128, 128] times a power of two: exact with bf16's 8-bit significand."""
-
-
-@dataclass(frozen=True, slots=True)
-class Case:
-    """One GEMM chain the check runs: a dtype and the shape of its first product."""
-
-    dtype: str
-    m: int
-    n: int
-    k: int
-    depth: int
-
-    @property
-    def label(self) -> str:
-        return f"{self.dtype} {self.m}x{self.n}x{self.k}"
-
-    @property
-    def out_shape(self) -> tuple[int, int]:
-        """(M x N) after an odd number of products, (M x K) after an even one."""
-        return (self.m, self.n) if self.depth % 2 else (self.m, self.k)
 
 
 def _draw(rows: int, cols: int, *, gen: torch.Generator, scale_exp: int) -> torch.Tensor:

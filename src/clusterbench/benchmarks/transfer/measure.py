@@ -14,102 +14,34 @@ import logging
 import math
 import os
 import time
-import typing
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
-from clusterbench.benchmarks.presets import check_suite
+from clusterbench.benchmarks.transfer.settings import (
+    Direction,
+    MemoryKind,
+    TransferConfig,
+    TransferMetrics,
+)
 from clusterbench.hardware.probe import numa_node_cpus, read_pcie_link
 from clusterbench.hardware.specs import pcie_link_gbps
-from clusterbench.metrics import Metric, MetricSet
+from clusterbench.metrics import Metric
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.timing import rate_stats, time_op
 from clusterbench.schema import Measurement, ParamValue, Reference
 
-if TYPE_CHECKING:
-    from typing import Self
-
-__all__ = [
-    "DIRECTIONS",
-    "MEMORY_KINDS",
-    "Direction",
-    "MemoryKind",
-    "TransferConfig",
-    "TransferMetrics",
-    "transfer",
-]
+__all__ = ["transfer"]
 
 log = logging.getLogger(__name__)
 _Params = dict[str, ParamValue]
 _Buffers = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # host, device source, device dest
-
-Direction = Literal["h2d", "d2h"]
-MemoryKind = Literal["pinned", "pageable"]
-DIRECTIONS: tuple[Direction, ...] = typing.get_args(Direction)
-MEMORY_KINDS: tuple[MemoryKind, ...] = typing.get_args(MemoryKind)
-_GIB, _MIB = 2**30, 2**20
 _LOAD_S = 0.25  # seconds of back-to-back pinned copies in flight while the link is read
 _LOAD_GBPS = 64.0  # upper bound of one PCIe Gen5 x16 direction (PCIe 5.0 spec), sizes the load
 _SETTLE_S = 0.05  # lets the link train up once the copies start (link retraining takes us-ms)
 _SAMPLE_STRIDE = 4099  # prime: a strided sample that is not aligned with any block size
-
-
-class TransferMetrics(MetricSet, benchmark="transfer"):
-    bandwidth = Metric("GB/s", "higher", "median host<->device copy bandwidth of one case")
-    # gen and width are judged against the link's maximum, never against peers
-    pcie_link_gen = Metric("gen", "none", "PCIe generation read under a pinned h2d load")
-    pcie_link_width = Metric("lanes", "none", "PCIe lanes read under a pinned h2d load")
-    p2p_bandwidth = Metric("GB/s", "higher", "median GPU->GPU copy bandwidth of one ordered pair")
-
-
-@dataclass(kw_only=True, slots=True)
-class TransferConfig:
-    """Settings of the ``transfer`` benchmark."""
-
-    directions: list[Direction] = field(default_factory=lambda: list(DIRECTIONS))
-    """Host<->device directions: h2d (host to device), d2h (device to host)."""
-    memory: list[MemoryKind] = field(default_factory=lambda: list(MEMORY_KINDS))
-    """Host memory kinds: pinned (page-locked, DMA) and pageable (staged by the driver)."""
-    pinned_size_bytes: int = _GIB
-    """Bytes of each pinned host<->device copy."""
-    pageable_size_bytes: int = 256 * _MIB
-    """Bytes of each pageable host<->device copy."""
-    numa_remote: bool = True
-    """Also time with the host buffer on another NUMA node than the GPU's, if there is one."""
-    read_link: bool = True
-    """Read the PCIe link's generation and width (NVML) during a pinned host->device copy."""
-    p2p: bool = True
-    """Time GPU->GPU copies between every ordered pair of the node's GPUs (local rank 0)."""
-    p2p_size_bytes: int = _GIB
-    """Bytes of each GPU->GPU copy."""
-    warmup: int = 3
-    """Untimed copies before the timed repeats."""
-    repeats: int = 10
-    """Timed copies per case; the median is reported."""
-
-    def __post_init__(self) -> None:
-        for name in ("directions", "memory"):
-            if not getattr(self, name):
-                raise ValueError(f"{name} must not be empty")
-        for name in ("pinned_size_bytes", "pageable_size_bytes", "p2p_size_bytes"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.warmup < 0 or self.repeats < 1:
-            raise ValueError(f"need warmup >= 0, repeats >= 1; got {self.warmup}, {self.repeats}")
-
-    @classmethod
-    def preset(cls, *, suite: str, device_type: str) -> Self:
-        """Settings of ``suite`` (quick, standard, full) on ``device_type`` (cuda, cpu)."""
-        check_suite(suite, device_type)
-        if suite == "quick":  # the benchmark has no CPU form; the same settings serve both
-            return cls()
-        p2p_size = {"standard": 2, "full": 4}[suite] * _GIB
-        repeats = {"standard": 20, "full": 40}[suite]
-        return cls(pageable_size_bytes=_GIB, p2p_size_bytes=p2p_size, warmup=5, repeats=repeats)
 
 
 @dataclass(frozen=True, slots=True)
