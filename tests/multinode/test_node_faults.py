@@ -50,7 +50,8 @@ def test_a_rank_killed_on_the_second_node_is_named(tmp_path: Path) -> None:
         done = [p.communicate(timeout=180) for p in procs]
     err0 = done[0][1]
     assert procs[0].returncode != 0
-    failure = next(line for line in err0.splitlines() if "run failed" in line)
+    failure = next((line for line in err0.splitlines() if "run failed" in line), None)
+    assert failure is not None, (err0[-3000:], done[1][1][-3000:])
     assert failure.startswith("clusterbench: run failed: rank 1 on host node1 stopped"), err0
     assert "in all_reduce of 1 MiB on group world" in failure
     assert "waiting for it: rank 0 (host node0)" in failure
