@@ -34,20 +34,19 @@ from clusterbench.benchmarks import (
     transfer,
     weight_update,
 )
-from clusterbench.benchmarks import attribution_budget as attribution_cost
-from clusterbench.benchmarks import checkpoint_budget as checkpoint_cost
-from clusterbench.benchmarks import collectives_budget as collectives_cost
-from clusterbench.benchmarks import dataloader_budget as dataloader_cost
-from clusterbench.benchmarks import doctor_budget as doctor_cost
-from clusterbench.benchmarks import network_budget as network_cost
-from clusterbench.benchmarks import weight_update_budget as weight_update_cost
+from clusterbench.benchmarks.attribution import cost as attribution_cost
+from clusterbench.benchmarks.checkpoint import cost as checkpoint_cost
+from clusterbench.benchmarks.collectives import cost as collectives_cost
+from clusterbench.benchmarks.dataloader import cost as dataloader_cost
+from clusterbench.benchmarks.doctor import cost as doctor_cost
 from clusterbench.benchmarks.gemm import cost as gemm_cost
 from clusterbench.benchmarks.memory import cost as memory_cost
+from clusterbench.benchmarks.network import cost as network_cost
 from clusterbench.benchmarks.sdc import cost as sdc_cost
-from clusterbench.benchmarks.training import bench as training
 from clusterbench.benchmarks.training import budget as training_cost
 from clusterbench.benchmarks.training import settings as training_settings
 from clusterbench.benchmarks.transfer import cost as transfer_cost
+from clusterbench.benchmarks.weight_update import cost as weight_update_cost
 from clusterbench.registry import ALL_SUITES, FROM_STANDARD, Benchmark
 from clusterbench.report.figures import attribution as attribution_figures
 from clusterbench.report.figures import checkpoint as checkpoint_figures
@@ -79,7 +78,10 @@ BUILTIN: tuple[Benchmark, ...] = (
         level=0,
         scope="per_device",
         suites=ALL_SUITES,
-        run=doctor.doctor,
+        run="clusterbench.benchmarks.doctor.measure:doctor",
+        description=(
+            "Configuration and health checks: NUMA, PCIe, NVLink, GPU health, NCCL, storage, the"
+        ),
         settings=doctor.DoctorConfig,
         metrics=doctor.DoctorMetrics,
         budget=doctor_cost.MODEL,
@@ -149,7 +151,10 @@ BUILTIN: tuple[Benchmark, ...] = (
         level=2,
         scope="collective",
         suites=ALL_SUITES,
-        run=collectives.collectives,
+        run="clusterbench.benchmarks.collectives.measure:collectives",
+        description=(
+            "Collective busbw / algbw (GB/s) and latency per op, size and group (nccl-tests style)."
+        ),
         settings=collectives.CollectivesConfig,
         metrics=collectives.CollectivesMetrics,
         budget=collectives_cost.MODEL,
@@ -162,7 +167,10 @@ BUILTIN: tuple[Benchmark, ...] = (
         level=2,
         scope="collective",
         suites=FROM_STANDARD,
-        run=network.network,
+        run="clusterbench.benchmarks.network.measure:network",
+        description=(
+            "Host network: NIC rates, TCP throughput/latency and RDMA bandwidth between node pairs."
+        ),
         settings=network.NetworkConfig,
         metrics=network.NetworkMetrics,
         budget=network_cost.MODEL,
@@ -175,7 +183,10 @@ BUILTIN: tuple[Benchmark, ...] = (
         level=3,
         scope="workload",
         suites=FROM_STANDARD,
-        run=training.training,
+        run="clusterbench.benchmarks.training.bench:training",
+        description=(
+            "Training throughput, MFU, memory and scaling efficiency of a model and strategy."
+        ),
         settings=training_settings.TrainingConfig,
         metrics=training_settings.TrainingMetrics,
         budget=training_cost.MODEL,
@@ -189,7 +200,10 @@ BUILTIN: tuple[Benchmark, ...] = (
         scope="per_device",
         suites=FROM_STANDARD,
         settings_from="training",
-        run=weight_update.weight_update,
+        run="clusterbench.benchmarks.weight_update.measure:weight_update",
+        description=(
+            "Optimizer step alone (GB/s of the bytes it must move), per optimizer and layout."
+        ),
         settings=weight_update.WeightUpdateConfig,
         metrics=weight_update.WeightUpdateMetrics,
         budget=weight_update_cost.MODEL,
@@ -202,7 +216,10 @@ BUILTIN: tuple[Benchmark, ...] = (
         level=3,
         scope="per_device",
         suites=FROM_STANDARD,
-        run=dataloader.dataloader,
+        run="clusterbench.benchmarks.dataloader.measure:dataloader",
+        description=(
+            "Input pipeline: DataLoader rate over files vs the training step's rate; device busy %."
+        ),
         settings=dataloader.DataloaderConfig,
         metrics=dataloader.DataloaderMetrics,
         budget=dataloader_cost.MODEL,
@@ -215,7 +232,11 @@ BUILTIN: tuple[Benchmark, ...] = (
         level=3,
         scope="collective",
         suites=FROM_STANDARD,
-        run=checkpoint.checkpoint,
+        run="clusterbench.benchmarks.checkpoint.measure:checkpoint",
+        description=(
+            "Checkpoint save/load GB/s per format and state size, the α–β fit of each, the "
+            "predicted"
+        ),
         settings=checkpoint.CheckpointConfig,
         metrics=checkpoint.CheckpointMetrics,
         budget=checkpoint_cost.MODEL,
@@ -229,7 +250,10 @@ BUILTIN: tuple[Benchmark, ...] = (
         scope="workload",
         suites=FROM_STANDARD,
         settings_from="training",
-        run=attribution.attribution,
+        run="clusterbench.benchmarks.attribution.measure:attribution",
+        description=(
+            "Step time split into compute, memory, communication and coordination, per rank; then"
+        ),
         settings=attribution.AttributionConfig,
         metrics=attribution.AttributionMetrics,
         budget=attribution_cost.MODEL,

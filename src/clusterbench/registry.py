@@ -28,7 +28,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from clusterbench.analysis import run_findings, soak_findings
 from clusterbench.benchmarks.budget import BudgetModel
@@ -47,9 +47,11 @@ from clusterbench.report.sections import prediction as prediction_section
 from clusterbench.report.sections import soak as soak_section
 from clusterbench.report.sections import telemetry as telemetry_section
 from clusterbench.report.sections import training as training_section
-from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import SEVERITY_ORDER, Finding, Measurement, Results, one_round
 from clusterbench.thresholds import Thresholds, run_thresholds
+
+if TYPE_CHECKING:  # measurements run under it; declaring them needs no torch
+    from clusterbench.runtime.dist import DistContext
 
 __all__ = [
     "Benchmark",
@@ -66,7 +68,7 @@ __all__ = [
 Scope = Literal["per_device", "collective", "workload"]
 """per_device: all ranks at once, one result per device (finds the bad GPU); collective: all ranks
 together over several process groups; workload: training at several world sizes."""
-RunFn = Callable[[DistContext, Any], Iterable[Measurement | Finding]]
+RunFn = Callable[["DistContext", Any], Iterable[Measurement | Finding]]
 """``run(ctx, settings)`` yields measurements, and may yield findings of its own (doctor's)."""
 FindingsFn = Callable[[Results, Thresholds], list[Finding]]
 SectionFn = Callable[[list[Measurement], bool], Section]
@@ -132,6 +134,12 @@ class Benchmark:
         elif not self.description:
             lines = (self.run.__doc__ or "").strip().splitlines()
             object.__setattr__(self, "description", lines[0] if lines else self.name)
+
+    @property
+    def module(self) -> str:
+        """The module that holds the measurement (a worker imports it to register the benchmark
+        where it is not built in)."""
+        return self.run.partition(":")[0] if isinstance(self.run, str) else self.run.__module__
 
     def measure(self) -> RunFn:
         """The measurement function (imported now where ``run`` names it)."""

@@ -20,9 +20,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import torch
-from torch.distributed.elastic.multiprocessing.api import SignalException
-
 from clusterbench import catalog, registry
 from clusterbench.analysis.budget_plan import RunBudgetPlan, finish_reserve_s
 from clusterbench.analysis.duration import (
@@ -52,7 +49,6 @@ from clusterbench.runtime.launch import (
 )
 from clusterbench.runtime.records import describe_write_error, read_records
 from clusterbench.schema import Results
-from clusterbench.worker import worker_main
 
 __all__ = [
     "OVERSUBSCRIBE_FACTOR",
@@ -335,12 +331,14 @@ def _join_timeout(value: float | None, *, timeout_s: float) -> float:
 def _plugin_modules(config: RunConfig) -> tuple[str, ...]:
     """Modules of the selected benchmarks that are not built in: each worker imports them."""
     extra = [name for name in config.benchmarks if not catalog.builtin(name)]
-    return tuple(sorted({registry.get(name).run.__module__ for name in extra}))
+    return tuple(sorted({registry.get(name).module for name in extra}))
 
 
 def resolve_device(device: str) -> str:
     if device not in ("auto", "cuda", "cpu"):
         raise ConfigError(f"--device must be auto, cuda or cpu, got {device!r}")
+    import torch  # here, not at the top: the commands that do not run import no torch
+
     has_cuda = torch.cuda.is_available()
     if device == "cuda" and not has_cuda:
         raise ConfigError("--device cuda: no CUDA GPU is visible on this machine")
@@ -356,6 +354,8 @@ def _num_workers(nproc: int | None, device_type: str, *, oversubscribe: bool = F
         if nproc is not None:
             _check_cpu_workers(nproc, oversubscribe=oversubscribe)
         return nproc or 2
+    import torch
+
     count = torch.cuda.device_count()
     if nproc is not None and nproc > count:
         raise ConfigError(f"--nproc {nproc}: only {count} GPU(s) visible on this machine")
@@ -391,6 +391,10 @@ def _check_cpu_workers(nproc: int, *, oversubscribe: bool) -> None:
 
 
 def _launch(spec: RunSpec, *, num_workers: int) -> RunOutcome:
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    from clusterbench.worker import worker_main
+
     run_dir = Path(spec.run_dir)
     failures: list[WorkerFailure] = []
     interrupted = False
@@ -433,6 +437,8 @@ def _unwritten(exc: ResultsWriteError, run_dir: Path) -> RunOutcome:
 def _join(spec: RunSpec, *, rank: int) -> RunOutcome:
     """This process is one rank of a launcher's run: the same per-rank loop as a spawned worker,
     with rank 0 gathering records and writing results.json as it goes."""
+    from clusterbench.worker import worker_main
+
     try:
         worker_main(spec)
     except ResultsWriteError as exc:  # rank 0 could not write the final results.json

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.helpers import cpu_run
 
-from clusterbench.benchmarks.collectives_ops import OPS, bus_factor
+from clusterbench.benchmarks.collectives.facts import OPS, bus_factor
 from clusterbench.schema import Results
+from tests.helpers import cpu_run
 
 pytestmark = pytest.mark.dist
 

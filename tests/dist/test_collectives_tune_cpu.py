@@ -51,7 +51,7 @@ def _mechanics_worker(rank: int, store: str, folder: str, out: Any) -> None:
     import torch
     import torch.distributed as dist
 
-    from clusterbench.benchmarks import collectives_tune_setting as tune
+    from clusterbench.benchmarks.collectives import tune_setting as tune
     from clusterbench.runtime.dist import DistContext
     from clusterbench.runtime.nccl_debug import parse_comm_log
 
@@ -150,8 +150,8 @@ def _sweep_worker(rank: int, store: str, folder: str, out: Any) -> None:
     import torch
     import torch.distributed as dist
 
-    from clusterbench.benchmarks import collectives_tune as sweep
-    from clusterbench.benchmarks import collectives_tune_setting as tune
+    from clusterbench.benchmarks.collectives import tune as sweep
+    from clusterbench.benchmarks.collectives import tune_setting as tune
     from clusterbench.benchmarks.collectives import CollectivesConfig
     from clusterbench.runtime.dist import DistContext
 

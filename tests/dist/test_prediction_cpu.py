@@ -17,12 +17,12 @@ import math
 from pathlib import Path
 
 import pytest
-from tests.helpers import cli, cpu_run
 
 from clusterbench.analysis.prediction import predict
 from clusterbench.benchmarks.training.decoder import Decoder
-from clusterbench.benchmarks.training.models import DECODER_PRESETS
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T
+from clusterbench.benchmarks.training.shapes import DECODER_PRESETS
+from tests.helpers import cli, cpu_run
 
 pytestmark = [pytest.mark.dist, pytest.mark.timing]
 

@@ -8,12 +8,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.helpers import cpu_run
 
 from clusterbench.benchmarks.training.decoder import Decoder
-from clusterbench.benchmarks.training.models import DECODER_PRESETS
+from clusterbench.benchmarks.training.shapes import DECODER_PRESETS
 from clusterbench.report.sections.training import section as training_section
 from clusterbench.schema import Results
+from tests.helpers import cpu_run
 
 pytestmark = pytest.mark.dist
 

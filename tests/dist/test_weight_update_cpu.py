@@ -5,12 +5,12 @@ against the copy the memory benchmark measured on the same device."""
 from __future__ import annotations
 
 import pytest
-from tests.helpers import cpu_run
-from tests.unit.test_report_figures import check_figure, traces
 
 from clusterbench import catalog, registry
-from clusterbench.benchmarks.weight_update_step import LAYOUTS, OPTIMIZERS
+from clusterbench.benchmarks.weight_update.optimizers import LAYOUTS, OPTIMIZERS
 from clusterbench.schema import Results
+from tests.helpers import cpu_run
+from tests.unit.test_report_figures import check_figure, traces
 
 pytestmark = pytest.mark.dist
 

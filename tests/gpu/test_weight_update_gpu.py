@@ -10,8 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from clusterbench.benchmarks.weight_update import WeightUpdateConfig, weight_update
-from clusterbench.benchmarks.weight_update_step import LAYOUTS, OPTIMIZERS
+from clusterbench.benchmarks.weight_update import WeightUpdateConfig
+from clusterbench.benchmarks.weight_update.measure import weight_update
+from clusterbench.benchmarks.weight_update.optimizers import LAYOUTS, OPTIMIZERS
 from clusterbench.schema import Measurement
 from tests.helpers import gpu_ctx
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import torch
 
-from clusterbench.benchmarks import dataloader as dl
-from clusterbench.benchmarks import dataloader_workload
-from clusterbench.benchmarks.dataloader_sweep import LoaderSetting
-from clusterbench.benchmarks.dataloader_timing import make_loader, worker_start_method
+from clusterbench.benchmarks.dataloader import measure as dl
+from clusterbench.benchmarks.dataloader import workload as dataloader_workload
+from clusterbench.benchmarks.dataloader.sweep import LoaderSetting
+from clusterbench.benchmarks.dataloader.timing import make_loader, worker_start_method
 from clusterbench.benchmarks.training.workload import Workload
 from clusterbench.schema import Measurement
 from tests.unit.test_dataloader import _RANK_STATE, _ctx, _decoder

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from clusterbench.analysis.compare import compare
-from clusterbench.benchmarks import dataloader as dl
+from clusterbench.benchmarks.dataloader import measure as dl
 from clusterbench.benchmarks.sweep_stop import SweepStop
 from clusterbench.config import Thresholds
 from clusterbench.schema import Measurement, Results, RunInfo, ToolInfo

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from clusterbench.analysis import attribution as attribution_analysis
-from clusterbench.benchmarks.attribution_ranks import collective_waits, start_lateness
-from clusterbench.benchmarks.attribution_trace import (
+from clusterbench.benchmarks.attribution.ranks import collective_waits, start_lateness
+from clusterbench.benchmarks.attribution.trace import (
     Collective,
     Peaks,
     mean_percentages,

@@ -18,9 +18,9 @@ from clusterbench.analysis.attribution_accum import (
     accum_statement,
 )
 from clusterbench.benchmarks.attribution import AttributionConfig
-from clusterbench.benchmarks.attribution_idle import iteration_idle
-from clusterbench.benchmarks.attribution_ranks import start_waits
-from clusterbench.benchmarks.attribution_trace import activities, step_collectives
+from clusterbench.benchmarks.attribution.idle import iteration_idle
+from clusterbench.benchmarks.attribution.ranks import start_waits
+from clusterbench.benchmarks.attribution.trace import activities, step_collectives
 from clusterbench.config import ConfigError, build_run_config
 from clusterbench.report.figures import attribution as attribution_figures
 from clusterbench.report.plots import PlotContext
@@ -92,7 +92,7 @@ def test_idle_and_wait_per_iteration_come_out_as_constructed() -> None:
 
 
 def test_a_wait_is_at_most_the_collective_and_unmatched_ones_wait_nothing() -> None:
-    from clusterbench.benchmarks.attribution_trace import Collective
+    from clusterbench.benchmarks.attribution.trace import Collective
 
     early = {1: [Collective("a", 1.0, 2.0), Collective("b", 5.0, 1.0)], 2: []}
     late = {1: [Collective("a", 9.0, 1.0)]}

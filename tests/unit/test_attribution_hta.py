@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from clusterbench.benchmarks.attribution_trace import step_breakdowns
+from clusterbench.benchmarks.attribution.trace import step_breakdowns
 
 KERNELS = (
     ("sm90_xmma_gemm_bf16", 2, 302, 7),

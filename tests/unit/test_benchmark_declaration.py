@@ -60,15 +60,25 @@ def test_a_bad_measurement_name_is_refused(run: str, description: str, message: 
         _declare(run=run, description=description)
 
 
-@pytest.mark.parametrize("name", ["gemm", "memory", "sdc", "transfer"])
+FOLDERS = ["doctor", "gemm", "sdc", "memory", "transfer", "collectives", "network", "dataloader",
+           "checkpoint", "weight_update", "attribution"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", FOLDERS)
 def test_built_in_folders_name_their_measurement_and_leave_it_unimported(name: str) -> None:
-    """The benchmarks moved to a folder of their own (benchmarks/<name>/) declare their
-    measurement by name; importing the declarations (the CLI does) does not import it."""
+    """Each built-in benchmark has a folder, benchmarks/<name>/: its declaration names the
+    measurement (measure.py) by string, and its settings and metrics live in settings.py."""
     bench = get(name)
     module = f"clusterbench.benchmarks.{name}.measure"
     assert bench.run == f"{module}:{name}"
+    assert bench.module == module
     assert bench.description and not bench.description.endswith(" ")
-    # the settings and metrics live beside it, in the folder's settings module
     assert bench.settings.__module__ == f"clusterbench.benchmarks.{name}.settings"
     assert bench.metrics.__module__ == f"clusterbench.benchmarks.{name}.settings"
     assert callable(bench.measure()) and module in sys.modules
+
+
+def test_training_names_its_measurement_too() -> None:
+    bench = get("training")
+    assert bench.run == "clusterbench.benchmarks.training.bench:training"
+    assert bench.settings.__module__ == "clusterbench.benchmarks.training.settings"

@@ -13,12 +13,12 @@ from clusterbench import catalog, registry
 from clusterbench.analysis import budget as budget_findings
 from clusterbench.analysis.budget_plan import PlanInput, Reference, make_plan, reserve_s
 from clusterbench.benchmarks.attribution import sweep_counts
-from clusterbench.benchmarks.attribution_budget import estimate as attribution_estimate
+from clusterbench.benchmarks.attribution.cost import estimate as attribution_estimate
 from clusterbench.benchmarks.budget import NodeFacts, fit, smallest
-from clusterbench.benchmarks.collectives_budget import estimate as collectives_estimate
+from clusterbench.benchmarks.collectives.cost import estimate as collectives_estimate
 from clusterbench.benchmarks.gemm import GemmConfig
 from clusterbench.benchmarks.gemm.cost import MODEL as GEMM
-from clusterbench.benchmarks.network_budget import estimate as network_estimate
+from clusterbench.benchmarks.network.cost import estimate as network_estimate
 from clusterbench.benchmarks.pair_plan import planned_rounds
 from clusterbench.benchmarks.sdc.cost import DRAW_M_PER_S
 from clusterbench.benchmarks.sdc.cost import estimate as sdc_estimate

@@ -10,8 +10,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from clusterbench.analysis import checkpoint as checkpoint_analysis
-from clusterbench.benchmarks import checkpoint as ck
-from clusterbench.benchmarks import checkpoint_io as io
+from clusterbench.benchmarks.checkpoint import io as io
+from clusterbench.benchmarks.checkpoint import measure as ck
 from clusterbench.benchmarks.training.workload import Batch, Workload
 from clusterbench.config import ConfigError, Thresholds, build_run_config
 from clusterbench.runtime.dist import DistContext

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.benchmarks import checkpoint as ck
-from clusterbench.benchmarks import checkpoint_budget as cost
 from clusterbench.benchmarks.budget import NodeFacts, fit
+from clusterbench.benchmarks.checkpoint import cost as cost
+from clusterbench.benchmarks.checkpoint import measure as ck
 from clusterbench.runtime.budget import TimeBudget
 from tests.helpers import one_rank_ctx
 

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from clusterbench.benchmarks import checkpoint as ck
+from clusterbench.benchmarks.checkpoint import measure as ck
 from clusterbench.benchmarks.training.workload import Batch, Workload
 from clusterbench.schema import Measurement
 from tests.helpers import one_rank_ctx

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from clusterbench.benchmarks import checkpoint_fit as fit
-from clusterbench.benchmarks import checkpoint_io as io
+from clusterbench.benchmarks.checkpoint import fit as fit
+from clusterbench.benchmarks.checkpoint import io as io
 
 
 def test_halving_sizes() -> None:

@@ -15,21 +15,21 @@ from clusterbench.analysis.collectives import (
     node_pair_findings,
 )
 from clusterbench.benchmarks.collectives import CollectivesConfig
-from clusterbench.benchmarks.collectives_groups import (
+from clusterbench.benchmarks.collectives.facts import (
+    OPS,
+    algbw_gbps,
+    bus_factor,
+    round_size,
+    size_sweep,
+    usable_sizes,
+)
+from clusterbench.benchmarks.collectives.groups import (
     GroupHandle,
     GroupSpec,
     plan_groups,
     round_robin_pairs,
 )
-from clusterbench.benchmarks.collectives_ops import (
-    OPS,
-    algbw_gbps,
-    bus_factor,
-    make_op,
-    round_size,
-    size_sweep,
-    usable_sizes,
-)
+from clusterbench.benchmarks.collectives.ops import make_op
 from clusterbench.config import ConfigError, Thresholds, build_run_config
 from clusterbench.registry import analyze
 from clusterbench.report.sections.collectives import collective_grids

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from clusterbench.benchmarks.collectives import CollectivesConfig
-from clusterbench.benchmarks.collectives_tune import skip_reason, tune_sweep
-from clusterbench.benchmarks.collectives_tune_setting import (
+from clusterbench.benchmarks.collectives.tune import skip_reason, tune_sweep
+from clusterbench.benchmarks.collectives.tune_setting import (
     TUNE_VARS,
     TunePlan,
     TuneSetting,

@@ -12,8 +12,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from clusterbench.analysis import dataloader as dataloader_analysis
-from clusterbench.benchmarks import dataloader as dl
-from clusterbench.benchmarks.dataloader_datasets import write_tokens
+from clusterbench.benchmarks.dataloader import measure as dl
+from clusterbench.benchmarks.dataloader.datasets import write_tokens
 from clusterbench.benchmarks.training.workload import Batch, Workload
 from clusterbench.config import ConfigError, Thresholds, build_run_config
 from clusterbench.runtime.dist import DistContext

@@ -9,8 +9,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from clusterbench.benchmarks import dataloader as dl
-from clusterbench.benchmarks.dataloader_sweep import SERIAL_MARGIN, loader_stop, worker_counts
+from clusterbench.benchmarks.dataloader import measure as dl
+from clusterbench.benchmarks.dataloader.kinds import SERIAL_MARGIN, worker_counts
+from clusterbench.benchmarks.dataloader.sweep import loader_stop
 from clusterbench.benchmarks.sweep_stop import PlateauRule, SweepStop
 from clusterbench.benchmarks.training.workload import Batch, Workload
 from clusterbench.config import ConfigError, build_run_config

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from clusterbench import doctor as doctor_package
-from clusterbench.benchmarks.doctor import DoctorConfig, doctor
+from clusterbench.benchmarks.doctor import DoctorConfig
+from clusterbench.benchmarks.doctor.measure import doctor
 from clusterbench.doctor import (
     FAMILIES,
     Check,

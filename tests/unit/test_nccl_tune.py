@@ -15,7 +15,7 @@ from clusterbench.analysis import collectives as collectives_analysis
 from clusterbench.analysis.nccl_tune import ALPHA, recommendations, tune_rows
 from clusterbench.analysis.nccl_tune_findings import tune_findings
 from clusterbench.benchmarks.collectives import CollectivesMetrics as C
-from clusterbench.benchmarks.collectives_ops import bus_factor
+from clusterbench.benchmarks.collectives.facts import bus_factor
 from clusterbench.report.sections.collectives import section, tune_grids
 from clusterbench.schema import Measurement, ParamValue, Stats
 from clusterbench.thresholds import Thresholds

@@ -15,8 +15,9 @@ from clusterbench.analysis.network import (
     rdma_bandwidth_findings,
     tcp_throughput_findings,
 )
-from clusterbench.benchmarks import network_tools as tools
-from clusterbench.benchmarks.network import NetworkConfig, round_robin
+from clusterbench.benchmarks.network import NetworkConfig
+from clusterbench.benchmarks.network import tools as tools
+from clusterbench.benchmarks.pair_plan import round_robin
 from clusterbench.config import ConfigError, Thresholds, build_run_config
 from clusterbench.schema import Measurement, ParamValue, Reference, Results, RunInfo, ToolInfo
 

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from clusterbench.benchmarks.collectives_groups import plan_groups, round_robin_pairs
+from clusterbench.benchmarks.collectives.groups import plan_groups, round_robin_pairs
 from clusterbench.benchmarks.pair_plan import (
     DEFAULT_PARTNERS,
     GOOD_BELOW,

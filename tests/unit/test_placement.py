@@ -19,7 +19,7 @@ from clusterbench.analysis.placement_flags import (
     mpi_map_follows_gpus,
 )
 from clusterbench.analysis.placement_summary import numa_cost
-from clusterbench.benchmarks.doctor_numa import numa_copies, numa_legs, remote_copy_finding
+from clusterbench.benchmarks.doctor.numa import numa_copies, numa_legs, remote_copy_finding
 from clusterbench.doctor import RankSlot, Sources, numa_cpu
 from clusterbench.doctor.placement import check_placement, launcher_kind, nvlink_domains
 from clusterbench.report.sections.placement import MAX_RANK_ROWS, section

@@ -27,7 +27,7 @@ from clusterbench.analysis.scaling_model import (
     validate,
 )
 from clusterbench.benchmarks.training.decoder import Decoder
-from clusterbench.benchmarks.training.models import DECODER_PRESETS
+from clusterbench.benchmarks.training.shapes import DECODER_PRESETS
 from clusterbench.report.sections.prediction import predictions_grid
 from clusterbench.thresholds import Thresholds
 from tests.prediction_runs import COMPUTE_S, GRAD_BYTES, INTER, INTRA, model_steps, run_of

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from clusterbench.assemble import RunMeta, assemble_results
-from clusterbench.runtime.dist import cores_per_rank, set_rank_threads
+from clusterbench.runtime.cores import cores_per_rank
+from clusterbench.runtime.dist import set_rank_threads
 from clusterbench.runtime.launch import WorkerFailure, detect_launcher, export_dist_env
 from clusterbench.runtime.records import (
     End,

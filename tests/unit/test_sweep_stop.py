@@ -8,7 +8,7 @@ import pytest
 
 from clusterbench.analysis.bandwidth_ratio import bandwidth_ratio_findings
 from clusterbench.benchmarks.collectives import CollectivesConfig
-from clusterbench.benchmarks.collectives_stop import curve_mode, size_stop
+from clusterbench.benchmarks.collectives.stop import curve_mode, size_stop
 from clusterbench.benchmarks.gemm import GemmConfig
 from clusterbench.benchmarks.gemm import measure as gemm_mod
 from clusterbench.benchmarks.gemm.measure import gemm

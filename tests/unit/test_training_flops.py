@@ -7,19 +7,17 @@ import typing
 import pytest
 import torch
 
-from clusterbench.benchmarks.training.bench import default_world_sizes
-from clusterbench.benchmarks.training.decoder import (
-    decoder_flops_per_token,
-    decoder_recompute_flops,
-)
-from clusterbench.benchmarks.training.encoder import Bert, encoder_flops_per_sequence
+from clusterbench.benchmarks.training.encoder import Bert
 from clusterbench.benchmarks.training.formulas import (
     idle_fraction,
     mfu,
     strong_scaling_efficiency,
     weak_scaling_efficiency,
 )
-from clusterbench.benchmarks.training.models import (
+from clusterbench.benchmarks.training.models import build_workload
+from clusterbench.benchmarks.training.pipeline import stage_layers
+from clusterbench.benchmarks.training.settings import TrainingConfig, default_world_sizes
+from clusterbench.benchmarks.training.shapes import (
     DECODER_PRESETS,
     ENCODER_PRESETS,
     PRESETS,
@@ -28,10 +26,10 @@ from clusterbench.benchmarks.training.models import (
     EncoderModel,
     Model,
     VisionModel,
-    build_workload,
+    decoder_flops_per_token,
+    decoder_recompute_flops,
+    encoder_flops_per_sequence,
 )
-from clusterbench.benchmarks.training.pipeline import stage_layers
-from clusterbench.benchmarks.training.settings import TrainingConfig
 from clusterbench.config import ConfigError, build_run_config
 
 CPU = torch.device("cpu")

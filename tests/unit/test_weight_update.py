@@ -9,10 +9,11 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from clusterbench.benchmarks import weight_update as wu
-from clusterbench.benchmarks import weight_update_step as steps
 from clusterbench.benchmarks.training.models import build_workload
-from clusterbench.benchmarks.weight_update import WeightUpdateConfig, weight_update
+from clusterbench.benchmarks.weight_update import WeightUpdateConfig
+from clusterbench.benchmarks.weight_update import measure as wu
+from clusterbench.benchmarks.weight_update import step as steps
+from clusterbench.benchmarks.weight_update.measure import weight_update
 from clusterbench.config import ConfigError, build_run_config
 from clusterbench.schema import Measurement
 from tests.helpers import one_rank_ctx

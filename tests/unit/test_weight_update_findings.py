@@ -13,7 +13,7 @@ from clusterbench import catalog, registry
 from clusterbench.analysis import weight_update as analysis
 from clusterbench.benchmarks.memory import MemoryMetrics
 from clusterbench.benchmarks.weight_update import WeightUpdateMetrics as W
-from clusterbench.benchmarks.weight_update_step import OPTIMIZER_SPECS, bytes_per_param
+from clusterbench.benchmarks.weight_update.optimizers import OPTIMIZER_SPECS, bytes_per_param
 from clusterbench.report.figures import weight_update as figures
 from clusterbench.report.plots import PlotContext
 from clusterbench.report.sections import weight_update as section

@@ -25,7 +25,7 @@ from clusterbench.analysis.placement_facts import (
     rank_order,
     ranks_text,
 )
-from clusterbench.benchmarks.doctor_numa import FINDING_ID as REMOTE_COPY_ID
+from clusterbench.benchmarks.doctor import NUMA_FINDING_ID as REMOTE_COPY_ID
 from clusterbench.benchmarks.transfer import TransferMetrics
 from clusterbench.schema import Finding, Measurement, Results
 

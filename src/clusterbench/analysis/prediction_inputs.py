@@ -26,8 +26,8 @@ from clusterbench.analysis.comm_model import Fit, collectives_fit
 from clusterbench.analysis.scaling_model import Strategy, beta_for_node_gbps
 from clusterbench.benchmarks.attribution import AttributionMetrics
 from clusterbench.benchmarks.collectives import CollectivesMetrics
-from clusterbench.benchmarks.training.models import DECODER_PRESETS
 from clusterbench.benchmarks.training.settings import TrainingMetrics
+from clusterbench.benchmarks.training.shapes import DECODER_PRESETS
 from clusterbench.metrics import Metric
 from clusterbench.schema import Measurement, Results
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from clusterbench.analysis import partition_findings
 from clusterbench.analysis._common import gpu_severity, scope_label
-from clusterbench.benchmarks.training.models import Model
 from clusterbench.benchmarks.training.settings import TrainingMetrics
+from clusterbench.benchmarks.training.shapes import Model
 from clusterbench.metrics import Metric
 from clusterbench.schema import Finding, Measurement, Results
 from clusterbench.thresholds import Thresholds

@@ -24,7 +24,7 @@ from clusterbench.analysis._common import (
 from clusterbench.analysis.weight_update_fused import LAYOUT_TEXT, fused_findings
 from clusterbench.benchmarks.memory import MemoryMetrics
 from clusterbench.benchmarks.weight_update import WeightUpdateMetrics
-from clusterbench.benchmarks.weight_update_step import OPTIMIZER_SPECS, OptimizerSpec
+from clusterbench.benchmarks.weight_update.optimizers import OPTIMIZER_SPECS, OptimizerSpec
 from clusterbench.schema import Finding, Measurement, Results
 from clusterbench.thresholds import Thresholds
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from clusterbench.analysis._common import per_device
 from clusterbench.analysis.advice import advice_evidence
 from clusterbench.benchmarks.weight_update import WeightUpdateMetrics
-from clusterbench.benchmarks.weight_update_step import OPTIMIZER_SPECS, OptimizerSpec
+from clusterbench.benchmarks.weight_update.optimizers import OPTIMIZER_SPECS, OptimizerSpec
 from clusterbench.schema import Finding, Measurement, Results
 
 __all__ = ["LAYOUT_TEXT", "fused_findings"]

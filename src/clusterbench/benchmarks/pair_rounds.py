@@ -14,7 +14,7 @@ import os
 from collections import defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from clusterbench.benchmarks.pair_plan import (
     RETESTS,
@@ -26,8 +26,10 @@ from clusterbench.benchmarks.pair_plan import (
     suspects,
 )
 from clusterbench.doctor.placement import launcher_kind
-from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import Finding
+
+if TYPE_CHECKING:  # a type only: the network benchmark itself needs no torch
+    from clusterbench.runtime.dist import DistContext
 
 __all__ = [
     "Figure",

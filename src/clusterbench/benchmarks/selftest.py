@@ -11,11 +11,13 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from clusterbench.metrics import Metric, MetricSet
-from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import Measurement
+
+if TYPE_CHECKING:
+    from clusterbench.runtime.dist import DistContext
 
 __all__ = ["SelftestConfig", "SelftestMetrics", "selftest"]
 

@@ -7,7 +7,7 @@ figure before it by more than ``tolerance``, ``v_i < (1 + tolerance) x max(v_0..
 sweep stops after ``patience`` flat points in a row: the curve has flattened (or turned down),
 so the points after it would not change the best.  Points before ``first`` (the latency-bound
 sizes of a collective) add to the best but never count as flat.  The dataloader also stops
-once the loader outruns the training step (:mod:`.dataloader_sweep`).
+once the loader outruns the training step (:mod:`.dataloader.sweep`).
 
 The rules use only the figures measured, in order, so the same figures give the same stop on
 every rank that holds them (a collective's ranks decide from the times gathered over their

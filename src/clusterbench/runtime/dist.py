@@ -20,6 +20,7 @@ import torch.distributed as dist
 
 from clusterbench.metrics import Metric
 from clusterbench.runtime.budget import TimeBudget
+from clusterbench.runtime.cores import cores_per_rank
 from clusterbench.runtime.flight import FlightRecorder
 from clusterbench.runtime.telemetry import TelemetrySampler
 from clusterbench.schema import GpuInfo, HostInfo, Measurement, ParamValue, Reference, Stats
@@ -207,14 +208,6 @@ class DistContext:
             stats=stats,
             reference=reference,
         )
-
-
-def cores_per_rank(local_world_size: int) -> int:
-    """An equal share, for one of ``local_world_size`` ranks, of the cores this process may
-    run on (its CPU affinity where the system has one)."""
-    affinity = getattr(os, "sched_getaffinity", None)  # absent on macOS
-    cores = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
-    return max(1, cores // max(1, local_world_size))
 
 
 def set_rank_threads(local_world_size: int, env: dict[str, str] | None = None) -> int:

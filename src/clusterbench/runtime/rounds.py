@@ -16,11 +16,13 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.records import End, FindingRecord, Record, Start
 from clusterbench.schema import ErrorRecord, Finding, SoakInfo
+
+if TYPE_CHECKING:
+    from clusterbench.runtime.dist import DistContext
 
 __all__ = [
     "OVERRUN_FRACTION",

@@ -20,17 +20,11 @@ import torch.distributed as dist
 
 from clusterbench.benchmarks.training import cases, partition, sweeps
 from clusterbench.benchmarks.training.record import Outcome, scaling_measurements
-from clusterbench.benchmarks.training.settings import TrainingConfig
+from clusterbench.benchmarks.training.settings import TrainingConfig, default_world_sizes
 from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import Measurement
 
 __all__ = ["default_world_sizes", "training"]
-
-
-def default_world_sizes(world_size: int) -> list[int]:
-    """1, 2, 4, ... up to ``world_size``, and ``world_size`` itself."""
-    sizes = [1 << i for i in range(world_size.bit_length())]
-    return sorted({*sizes, world_size})
 
 
 def _world_sizes(cfg: TrainingConfig, world_size: int) -> list[int]:

@@ -27,10 +27,13 @@ from clusterbench.benchmarks.budget import (
 )
 from clusterbench.benchmarks.gemm.cost import CPU_TFLOPS, SPEC_FRACTION
 from clusterbench.benchmarks.gemm.cost import MODEL as GEMM_MODEL
-from clusterbench.benchmarks.training.decoder import decoder_flops_per_token
-from clusterbench.benchmarks.training.encoder import encoder_flops_per_sequence
-from clusterbench.benchmarks.training.models import DECODER_PRESETS, ENCODER_PRESETS
 from clusterbench.benchmarks.training.settings import TrainingConfig
+from clusterbench.benchmarks.training.shapes import (
+    DECODER_PRESETS,
+    ENCODER_PRESETS,
+    decoder_flops_per_token,
+    encoder_flops_per_sequence,
+)
 
 __all__ = [
     "MODEL",
@@ -176,7 +179,7 @@ def estimate(cfg: TrainingConfig, facts: NodeFacts) -> Estimate:
 
 
 def _num_candidates(cfg: TrainingConfig, sizes: list[int]) -> int:
-    from clusterbench.benchmarks.training.partition import num_candidates
+    from clusterbench.benchmarks.training.partition_plan import num_candidates
 
     try:
         return num_candidates(cfg, sizes)

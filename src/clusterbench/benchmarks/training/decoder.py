@@ -10,66 +10,17 @@ tensor-parallel plan relies on.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from clusterbench.benchmarks.training.shapes import (
+    DecoderConfig,
+    decoder_flops_per_token,
+    decoder_recompute_flops,
+)
+
 __all__ = ["Decoder", "DecoderConfig", "decoder_flops_per_token", "decoder_recompute_flops"]
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class DecoderConfig:
-    num_layers: int
-    dim: int
-    num_heads: int
-    num_kv_heads: int
-    ffn_dim: int
-    vocab_size: int
-    seq_len: int
-    rope_theta: float = 10000.0
-    norm_eps: float = 1e-5
-
-    def __post_init__(self) -> None:
-        if self.dim % self.num_heads:
-            raise ValueError(f"dim {self.dim} is not divisible by num_heads {self.num_heads}")
-        if self.num_heads % self.num_kv_heads:
-            raise ValueError(f"num_heads {self.num_heads} not divisible by {self.num_kv_heads}")
-
-    @property
-    def head_dim(self) -> int:
-        return self.dim // self.num_heads
-
-    def num_params_without_embedding(self) -> int:
-        """Parameters by hand: the blocks, the final norm and the LM head; not the token
-        embedding (a table lookup, no matmul)."""
-        d, q = self.dim, self.head_dim
-        attention = d * self.num_heads * q * 2 + d * self.num_kv_heads * q * 2  # wq wo, wk wv
-        mlp = 3 * d * self.ffn_dim  # w1 w2 w3
-        block = attention + mlp + 2 * d  # + two RMSNorm weights
-        return self.num_layers * block + d + self.vocab_size * d  # + final norm, LM head
-
-
-def decoder_flops_per_token(cfg: DecoderConfig, *, seq_len: int) -> float:
-    """Training model FLOPs per token: 6N + 12·L·H·Q·T (PaLM, Chowdhery et al. 2022, appendix B;
-    nanoGPT ``estimate_mfu``; torchtitan ``get_num_flop_per_token``).
-
-    N counts every matmul weight once: the blocks and the (untied) LM head, not the token
-    embedding, as torchtitan subtracts it (with RoPE there are no position embeddings to
-    subtract, which is what nanoGPT removes).  The attention term is not halved for the causal
-    mask (PaLM's convention; Megatron-LM's counts differ, docs/reference.md).
-    """
-    n = cfg.num_params_without_embedding()
-    return 6.0 * n + 12.0 * cfg.num_layers * cfg.num_heads * cfg.head_dim * seq_len
-
-
-def decoder_recompute_flops(cfg: DecoderConfig, *, seq_len: int) -> float:
-    """FLOPs per token that full activation checkpointing adds: one more forward of every
-    block, 2·N_blocks + 4·L·H·Q·T (the LM head sits outside the checkpointed blocks).  Hardware
-    FLOPs = model FLOPs + this, at most 4/3 of the model FLOPs (8N instead of 6N)."""
-    n_blocks = cfg.num_params_without_embedding() - cfg.vocab_size * cfg.dim - cfg.dim
-    return 2.0 * n_blocks + 4.0 * cfg.num_layers * cfg.num_heads * cfg.head_dim * seq_len
 
 
 class RMSNorm(nn.Module):

@@ -12,14 +12,18 @@ depend on where they are).
 
 from __future__ import annotations
 
-import dataclasses
-import math
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from clusterbench.benchmarks.training.shapes import (
+    EncoderConfig,
+    encoder_flops_per_sequence,
+    encoder_recompute_flops,
+    padded_vocab,
+)
 
 __all__ = [
     "Bert",
@@ -29,60 +33,6 @@ __all__ = [
     "padded_vocab",
     "pretraining_loss",
 ]
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class EncoderConfig:
-    num_layers: int
-    dim: int
-    num_heads: int
-    ffn_dim: int
-    vocab_size: int
-    seq_len: int
-    max_predictions: int
-    """Masked positions predicted per sequence."""
-    norm_eps: float = 1e-12
-    dropout: float = 0.1
-
-    def __post_init__(self) -> None:
-        if self.dim % self.num_heads:
-            raise ValueError(f"dim {self.dim} is not divisible by num_heads {self.num_heads}")
-        if not 1 <= self.max_predictions <= self.seq_len:
-            raise ValueError(f"max_predictions must be in 1..{self.seq_len}")
-
-    @property
-    def head_dim(self) -> int:
-        return self.dim // self.num_heads
-
-    def with_seq_len(self, seq_len: int) -> EncoderConfig:
-        """The same model at another sequence length, predicting the same share of tokens
-        (BERT's phase 1 trains at 128 tokens with 20 predictions, phase 2 at 512 with 80)."""
-        if seq_len < 1:
-            raise ValueError(f"seq_len must be >= 1, got {seq_len}")
-        predictions = max(1, round(seq_len * self.max_predictions / self.seq_len))
-        return dataclasses.replace(self, seq_len=seq_len, max_predictions=predictions)
-
-
-def encoder_flops_per_sequence(cfg: EncoderConfig) -> float:
-    """Training FLOPs of one sequence: 6 x every matmul weight x the tokens it is applied to
-    (the blocks to all T tokens, the MLM head to the P predicted ones, pooler and NSP to one),
-    plus 12·L·H·Q·T² for attention scores and values (no causal mask to halve it).  Biases,
-    norms and embedding lookups are not counted (PaLM appendix B's convention)."""
-    d, t, p = cfg.dim, cfg.seq_len, cfg.max_predictions
-    weighted = cfg.num_layers * _block_weights(cfg) * t + (d * d + d * cfg.vocab_size) * p
-    return 6.0 * (weighted + d * d + 2 * d) + 12.0 * cfg.num_layers * cfg.dim * t * t
-
-
-def encoder_recompute_flops(cfg: EncoderConfig) -> float:
-    """FLOPs per sequence that full activation checkpointing adds: one more forward of every
-    block, 2 x block weights x T + 4·L·H·Q·T² (the heads sit outside the blocks)."""
-    t = cfg.seq_len
-    return 2.0 * cfg.num_layers * _block_weights(cfg) * t + 4.0 * cfg.num_layers * cfg.dim * t * t
-
-
-def _block_weights(cfg: EncoderConfig) -> int:
-    """Matmul weights of one block: q k v o projections and the two MLP matrices."""
-    return 4 * cfg.dim * cfg.dim + 2 * cfg.dim * cfg.ffn_dim
 
 
 class Bert(nn.Module):
@@ -143,8 +93,3 @@ def pretraining_loss(output: Any, targets: torch.Tensor) -> torch.Tensor:
     p = mlm.shape[1]
     mlm_loss = F.cross_entropy(mlm.flatten(0, 1).float(), targets[:, :p].flatten())
     return mlm_loss + F.cross_entropy(nsp.float(), targets[:, p])
-
-
-def padded_vocab(size: int, multiple: int = 8) -> int:
-    """The vocabulary rounded up to ``multiple`` rows (NVIDIA's BERT pads 30522 to 30528)."""
-    return multiple * math.ceil(size / multiple)

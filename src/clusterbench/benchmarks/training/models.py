@@ -10,32 +10,33 @@ multiply-adds); ViT-B/16 near 3 × 35 GFLOPs (torchvision lists 17.56 multiply-a
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib
-import math
-import typing
 from collections.abc import Callable
-from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from clusterbench.benchmarks.training.decoder import (
-    Decoder,
-    DecoderConfig,
+from clusterbench.benchmarks.training.decoder import Decoder
+from clusterbench.benchmarks.training.encoder import Bert, pretraining_loss
+from clusterbench.benchmarks.training.shapes import (
+    DECODER_MODELS,
+    DECODER_PRESETS,
+    ENCODER_PRESETS,
+    PRESETS,
+    VISION_PRESETS,
+    DecoderModel,
+    EncoderModel,
+    Model,
+    VisionModel,
+    decoder_config,
     decoder_flops_per_token,
     decoder_recompute_flops,
-)
-from clusterbench.benchmarks.training.encoder import (
-    Bert,
-    EncoderConfig,
     encoder_flops_per_sequence,
     encoder_recompute_flops,
-    padded_vocab,
-    pretraining_loss,
+    llama_ffn_dim,
 )
 from clusterbench.benchmarks.training.workload import Batch, Workload
 
@@ -52,68 +53,6 @@ __all__ = [
     "build_workload",
     "llama_ffn_dim",
 ]
-
-DecoderModel = Literal["tiny", "125m", "1.3b", "2b", "7b", "8b"]
-"""The Llama-style decoders: the keys of :data:`DECODER_PRESETS`."""
-EncoderModel = Literal["bert_tiny", "bert_large"]
-"""BERT pre-training: the keys of :data:`ENCODER_PRESETS`."""
-VisionModel = Literal["resnet50", "vit_b_16"]
-"""torchvision models: the keys of :data:`VISION_PRESETS`."""
-Model = Literal[DecoderModel, EncoderModel, VisionModel]
-"""Every workload preset (the tables' keys are typed by these names; a test pins that each
-table holds all of its names)."""
-DECODER_MODELS: tuple[DecoderModel, ...] = typing.get_args(DecoderModel)
-
-_GPT2_VOCAB = 50304  # GPT-2's 50257 tokens padded to a multiple of 64 (nanoGPT)
-
-
-def llama_ffn_dim(dim: int, *, multiple_of: int = 256) -> int:
-    """SwiGLU hidden size of Llama 1/2: 2/3 of 4·dim, rounded up to ``multiple_of`` (3 matrices
-    of d x 8d/3 hold as many weights as GPT's 2 of d x 4d)."""
-    hidden = int(2 * 4 * dim / 3)
-    return multiple_of * math.ceil(hidden / multiple_of)
-
-
-def _decoder(
-    layers: int, dim: int, heads: int, kv_heads: int, *, vocab: int, seq_len: int, **kw: Any
-) -> DecoderConfig:
-    ffn = kw.pop("ffn_dim", llama_ffn_dim(dim))
-    return DecoderConfig(
-        num_layers=layers, dim=dim, num_heads=heads, num_kv_heads=kv_heads, ffn_dim=ffn,
-        vocab_size=vocab, seq_len=seq_len, **kw,
-    )  # fmt: skip
-
-
-DECODER_PRESETS: dict[DecoderModel, DecoderConfig] = {
-    "tiny": _decoder(2, 64, 4, 2, vocab=512, seq_len=64, ffn_dim=192),
-    # GPT-2 small's shape (Radford et al. 2019)
-    "125m": _decoder(12, 768, 12, 12, vocab=_GPT2_VOCAB, seq_len=1024),
-    # docs/reference.md's GPT 1.3B (24 layers, d 2048, 16 heads, T 2048, vocab 50304): N within
-    # 2% (SwiGLU ffn 5504 = 8/3·2048 rounded up to a multiple of 128), so the MFUs compare
-    "1.3b": _decoder(24, 2048, 16, 16, vocab=_GPT2_VOCAB, seq_len=2048, ffn_dim=5504),
-    "2b": _decoder(24, 2560, 20, 5, vocab=_GPT2_VOCAB, seq_len=2048),
-    # Llama-2-7B (Touvron et al. 2023): 32 layers, d 4096, 32 heads, ffn 11008, vocab 32000
-    "7b": _decoder(32, 4096, 32, 32, vocab=32000, seq_len=4096),
-    # Llama-3-8B (Meta, 2024): 8 kv heads, ffn 14336, vocab 128256, RoPE theta 500000
-    "8b": _decoder(32, 4096, 32, 8, vocab=128256, seq_len=8192, ffn_dim=14336, rope_theta=500000.0),
-}
-_BERT_VOCAB = padded_vocab(30522)  # BERT's uncased WordPiece vocabulary, padded to 30528
-ENCODER_PRESETS: dict[EncoderModel, EncoderConfig] = {
-    # BERT-Tiny (Turc et al. 2019: L 2, H 128, A 2), at BERT's phase-1 length: for CPUs
-    "bert_tiny": EncoderConfig(
-        num_layers=2, dim=128, num_heads=2, ffn_dim=512, vocab_size=_BERT_VOCAB, seq_len=128,
-        max_predictions=20,
-    ),
-    # BERT-Large as MLPerf Training runs it: 24 layers, d 1024, 16 heads, 512 tokens, 76
-    # masked-token predictions per sequence
-    "bert_large": EncoderConfig(
-        num_layers=24, dim=1024, num_heads=16, ffn_dim=4096, vocab_size=_BERT_VOCAB, seq_len=512,
-        max_predictions=76,
-    ),
-}  # fmt: skip
-VISION_PRESETS: dict[VisionModel, str] = {"resnet50": "resnet50", "vit_b_16": "vit_b_16"}
-"""Preset name -> torchvision.models builder."""
-PRESETS: tuple[Model, ...] = (*DECODER_PRESETS, *ENCODER_PRESETS, *VISION_PRESETS)
 _IMAGE_SIZE = 224
 _NUM_CLASSES = 1000
 
@@ -130,15 +69,6 @@ def build_workload(name: str, *, device: torch.device, seq_len: int | None = Non
     if name in VISION_PRESETS:
         return _vision_workload(name, device=device)
     raise ValueError(f"unknown model {name!r} (choose from {', '.join(PRESETS)})")
-
-
-def decoder_config(name: DecoderModel, *, seq_len: int | None = None) -> DecoderConfig:
-    cfg = DECODER_PRESETS[name]
-    if seq_len is None:
-        return cfg
-    if seq_len < 1:
-        raise ValueError(f"seq_len must be >= 1, got {seq_len}")
-    return dataclasses.replace(cfg, seq_len=seq_len)
 
 
 def _decoder_workload(name: DecoderModel, *, device: torch.device, seq_len: int | None) -> Workload:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from clusterbench.benchmarks.presets import check_suite
-from clusterbench.benchmarks.training.models import DECODER_MODELS, Model
+from clusterbench.benchmarks.training.shapes import DECODER_MODELS, Model
 from clusterbench.metrics import Metric, MetricSet
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ __all__ = [
     "TrainingMetrics",
     "WorkloadSettings",
     "case_conflict",
+    "default_world_sizes",
 ]
 
 Strategy = Literal["ddp", "fsdp2", "zero2", "zero1", "tp", "pp"]
@@ -45,6 +46,12 @@ ScalingMode = Literal["weak", "strong"]
 STRATEGIES: tuple[Strategy, ...] = typing.get_args(Strategy)
 PRECISIONS: tuple[Precision, ...] = typing.get_args(Precision)
 SCALING_MODES: tuple[ScalingMode, ...] = typing.get_args(ScalingMode)
+
+
+def default_world_sizes(world_size: int) -> list[int]:
+    """1, 2, 4, ... up to ``world_size``, and ``world_size`` itself."""
+    sizes = [1 << i for i in range(world_size.bit_length())]
+    return sorted({*sizes, world_size})
 
 
 class TrainingMetrics(MetricSet, benchmark="training"):

@@ -1,0 +1,24 @@
+"""Settings and metrics of the ``doctor`` benchmark: no torch (the CLI, analysis and the report
+read them); its measurement is :mod:`.measure`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clusterbench.metrics import Metric, MetricSet
+
+__all__ = ["NUMA_FINDING_ID", "DoctorConfig", "DoctorMetrics"]
+
+
+NUMA_FINDING_ID = "doctor.numa.remote_copy"
+"""The finding of a copy to a GPU from a remote NUMA node that is slower than from its own."""
+
+
+class DoctorMetrics(MetricSet, benchmark="doctor"):
+    checks_run = Metric("count", "none", "host checks the node ran (local rank 0)")
+
+
+@dataclass(kw_only=True, slots=True)
+class DoctorConfig:
+    checkpoint_dir: str = ""
+    """Folder whose file system and free space are checked ('' = the node's temp dir)."""

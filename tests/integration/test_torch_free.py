@@ -1,0 +1,89 @@
+"""The commands that do not measure run without torch: each is run in a fresh interpreter in
+which ``import torch`` fails, on a run folder written here, and must succeed without torch in
+``sys.modules`` at its end.  ``run`` and ``doctor`` measure, and may import it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_export import synthetic, write_run
+
+# Runs the CLI with torch unimportable (a finder ahead of every other refuses it, as when it is
+# not installed), then says whether anything imported it anyway.
+_NO_TORCH = """
+import importlib.abc, sys
+class NoTorch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError(f"No module named {{name!r}} (blocked by the test)")
+sys.meta_path.insert(0, NoTorch())
+from clusterbench.cli import main
+sys.argv = ["clusterbench", *{args!r}]
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+torch = sorted(m for m in sys.modules if m == "torch" or m.startswith("torch."))
+print("__torch_free__", {{"code": code, "torch": torch}})
+"""
+
+
+def _without_torch(*args: str) -> tuple[int, str, str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", _NO_TORCH.format(args=list(args))],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("__torch_free__")), None)
+    assert line is not None, (proc.returncode, proc.stdout[-2000:], proc.stderr[-3000:])
+    verdict = eval(line.split(" ", 1)[1])  # a dict literal printed by the script above
+    assert verdict["torch"] == [], verdict
+    assert "blocked by the test" not in proc.stderr, proc.stderr[-3000:]
+    return int(verdict["code"] or 0), proc.stdout, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("runs")
+    first = synthetic()
+    second = first.model_copy(deep=True)
+    second.run.id = "cb-test-2"
+    second.run.started = "2026-12-02T10:00:00+00:00"
+    return write_run(root / "a", first), write_run(root / "b", second)
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["", "list", "compare", "report", "export", "history", "cost", "predict", "launch",
+     "schema", "baseline", "info", "run", "doctor"],
+)  # fmt: skip
+def test_every_command_s_help_needs_no_torch(command: str) -> None:
+    code, out, _ = _without_torch(*command.split(), "--help")
+    assert code == 0 and "Usage" in out
+
+
+def test_list_compare_report_export_and_schema_need_no_torch(
+    runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    a, b = runs
+    code, out, err = _without_torch("list")
+    assert code == 0 and "gemm" in out and "collectives" in out, err
+    code, out, err = _without_torch("compare", str(a), str(b), "--json", "--no-history")
+    assert code == 0, err
+    assert json.loads(out.split("__torch_free__")[0])["rows"], out[:500]
+    code, _, err = _without_torch("report", str(a), "-o", str(tmp_path / "page.html"))
+    assert code == 0, err
+    assert (tmp_path / "page.html").stat().st_size > 10_000
+    code, _, err = _without_torch(
+        "export", str(a), "--format", "csv", "-o", str(tmp_path / "m.csv")
+    )
+    assert code == 0, err
+    assert "bandwidth" in (tmp_path / "m.csv").read_text()
+    code, out, err = _without_torch("schema")
+    assert code == 0 and "measurements" in out, err
