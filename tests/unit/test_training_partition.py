@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusterbench.benchmarks.training import partition as pt
+from clusterbench.benchmarks.training import partition_plan as pt
 from clusterbench.benchmarks.training.partition_plan import Candidate, MemoryPoint
 from clusterbench.benchmarks.training.settings import TrainingConfig
 

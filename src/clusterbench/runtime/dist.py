@@ -30,7 +30,6 @@ __all__ = [
     "JoinTimeout",
     "NullProgress",
     "Progress",
-    "cores_per_rank",
     "init_distributed",
     "set_rank_threads",
 ]

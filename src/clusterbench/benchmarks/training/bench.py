@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch.distributed as dist
 
-from clusterbench.benchmarks.training import cases, partition, sweeps
+from clusterbench.benchmarks.training import cases, partition, partition_plan, sweeps
 from clusterbench.benchmarks.training.record import Outcome, scaling_measurements
 from clusterbench.benchmarks.training.settings import TrainingConfig, default_world_sizes
 from clusterbench.runtime.dist import DistContext
@@ -60,7 +60,7 @@ def training(ctx: DistContext, cfg: TrainingConfig) -> Iterator[Measurement]:
     """Training throughput, MFU, memory and scaling efficiency of a model and strategy."""
     sizes = _world_sizes(cfg, ctx.world_size)
     # a global batch the search cannot partition is refused before anything runs
-    num_partition = partition.num_candidates(cfg, sizes) if cfg.partition else 0
+    num_partition = partition_plan.num_candidates(cfg, sizes) if cfg.partition else 0
     groups = _make_groups(ctx, sizes)
     largest = groups[sizes[-1]]
     sweep_cases = cases.sweep_cases(cfg) if cfg.sweep else []

@@ -45,19 +45,11 @@ from clusterbench.benchmarks.training.cases import (
     time_steps,
 )
 from clusterbench.benchmarks.training.partition_plan import (
-    _MAX_REASON,
     Candidate,
     MemoryPoint,
-    candidates,
-    default_candidate,
-    estimate_bytes,
-    global_batch,
-    num_candidates,
     params,
     planned,
     prune_reason,
-    run_order,
-    select,
 )
 from clusterbench.benchmarks.training.record import Timed
 from clusterbench.benchmarks.training.settings import TrainingConfig, TrainingMetrics
@@ -66,21 +58,10 @@ from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.timing import rate_stats
 from clusterbench.schema import Measurement, ParamValue, Stats
 
-__all__ = [
-    "Candidate",
-    "MemoryPoint",
-    "candidates",
-    "default_candidate",
-    "estimate_bytes",
-    "global_batch",
-    "num_candidates",
-    "params",
-    "planned",
-    "prune_reason",
-    "run_order",
-    "search",
-    "select",
-]
+_MAX_REASON = 200
+"""Characters of an exception kept as a candidate's reason."""
+
+__all__ = ["search"]
 
 log = logging.getLogger(__name__)
 

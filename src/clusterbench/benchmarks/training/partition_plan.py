@@ -27,8 +27,6 @@ __all__ = [
     "select",
 ]
 
-_MAX_REASON = 200
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Candidate:
