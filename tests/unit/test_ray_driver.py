@@ -67,6 +67,23 @@ def test_report_without_rank_0_reads_what_it_wrote(
     )
 
 
+def test_a_ray_failure_is_named_even_when_rank_0_said_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rank 0 may see its peer go and end the run before Ray reports the worker it lost (a
+    busy machine): the line still names Ray's lost worker first, then what rank 0 wrote."""
+    monkeypatch.setattr("clusterbench.ray._RESULTS_WAIT_S", 0.0)
+    results = {"run": {"status": "failed"}, "errors": [{"message": "rank 1 on host n1 died"}]}
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    error = "Ray worker of rank 1: ActorDiedError: The actor died"
+    ended = {0: RankOutcome(rank=0, host="n0", exit_code=3)}
+    assert _report(ended, out=tmp_path, error=error) == 3
+    assert capsys.readouterr().err == (
+        f"clusterbench: run failed on Ray: {error}; {tmp_path / 'results.json'}: failed: "
+        "rank 1 on host n1 died\n"
+    )
+
+
 def test_final_results_waits_past_running(tmp_path: Path) -> None:
     path = tmp_path / "results.json"
     path.write_text(json.dumps({"run": {"status": "running"}, "errors": []}))

@@ -26,7 +26,8 @@ Where results land: rank 0 makes the run folder at ``--out`` (made absolute agai
 driver's working folder; default ``clusterbench-runs/<UTC time>-<driver host>``) on its own
 node, which Ray Train does not promise is the driver's: use a folder every node shares, or
 look on the node the driver's last line names.  The driver exits with rank 0's exit code
-(0, 1, 2 or 3, as ``clusterbench run``'s), or 3 when Ray ended the run before rank 0 said.
+(0, 1, 2 or 3, as ``clusterbench run``'s), or 3 when Ray ended a worker (its last line names it,
+whether rank 0 said how the run ended before Ray did or not).
 """
 
 from __future__ import annotations
@@ -227,7 +228,10 @@ def _report(ended: dict[int, RankOutcome], *, out: Path, error: str | None) -> i
     """One line: how the run ended and where rank 0 wrote results.json; the exit code."""
     results = out / "results.json"
     first = ended.get(0)
-    if first is None:  # Ray ended rank 0's worker: its clusterbench run, told, still writes
+    if first is None or error is not None:
+        # Ray ended a worker, before rank 0 said how the run ended (rank 0's clusterbench run,
+        # told, still writes) or after (rank 0 saw its peer go first): either way the line
+        # names the worker Ray lost, then what rank 0 wrote
         error = error or "rank 0's Ray worker ended without a word"
         status, message = _final_results(results, wait_s=_RESULTS_WAIT_S)
         if status is None:
