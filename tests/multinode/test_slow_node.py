@@ -74,3 +74,26 @@ def test_findings_name_the_slow_node(slow_node_results: object) -> None:
     assert net[0].evidence["healthy_cv"] is not None  # iperf3's intervals
     shaped = {"node0->node2", "node1->node2", "node2->node0", "node2->node1"}
     assert set(net[0].evidence["slow_pairs"]) == shaped, net[0].evidence
+
+
+def test_the_slow_pairs_were_measured_again_and_stayed_slow(slow_node_results: object) -> None:
+    """All pairs measure their slow pairs once more (a burst of load is not a slow link): the
+    shaped node's two pairs, each in a round of its own, and the verdict above still names it."""
+    results = slow_node_results
+    plans = {f.id: f.evidence for f in results.findings if f.id.endswith(".node_pair_plan")}  # type: ignore[attr-defined]
+    for bench in ("collectives", "network"):  # the network test runs each pair both ways
+        plan = plans[f"{bench}.node_pair_plan"]
+        assert plan["strategy"] == "all"
+        assert sorted(plan["retest_pairs"]) == [["node0", "node2"], ["node1", "node2"]], plan
+        ways = 2 if bench == "network" else 1
+        assert plan["retest_rounds"] == 2 * ways, plan
+        assert plan["rounds"] == plan["survey_rounds"] + plan["retest_rounds"]
+    # each of the shaped node's pairs has two back-to-back figures now, both slow
+    twice = [
+        m.value
+        for m in results.measurements  # type: ignore[attr-defined]
+        if m.benchmark == "collectives" and m.metric == "busbw"
+        and m.params.get("group_kind") == "node_pairs" and m.params.get("mode") == "back_to_back"
+        and "node2" in str(m.params["hosts"])
+    ]  # fmt: skip
+    assert len(twice) == 4, twice

@@ -19,6 +19,7 @@ from clusterbench.benchmarks.pair_plan import (
     all_pairs_round_count,
     met_pairs,
     planned_rounds,
+    remeasure_rounds,
     resolve_strategy,
     retest_rounds,
     round_robin,
@@ -37,7 +38,7 @@ def _assert_disjoint(rounds: list[list[tuple[int, int]]]) -> None:
 @pytest.mark.parametrize(
     ("num_nodes", "strategy", "survey", "retest", "every"),
     [
-        (8, "all", 7, 0, 7),  # auto keeps all pairs up to SPARSE_ABOVE nodes
+        (8, "all", 7, 2, 7),  # auto keeps all pairs up to SPARSE_ABOVE nodes
         (64, "sparse", 3, 2, 63),
         (512, "sparse", 3, 2, 511),
     ],
@@ -55,6 +56,10 @@ def test_rounds_at_8_64_512_nodes(
     if strategy == "sparse":
         assert count.total == d + k % 2 + RETESTS == len(survey_rounds(k, d)) + RETESTS
         assert planned_rounds(k, with_suspects=False).total == d + k % 2
+    else:  # all pairs, and their slow pairs again
+        assert count.total == k - 1 + k % 2 + RETESTS
+        assert planned_rounds(k, with_suspects=False).total == k - 1 + k % 2
+    assert planned_rounds(2).total == 1  # one pair: no median to judge it by
     # sparse forced at 8 nodes is cheaper than all pairs too
     assert planned_rounds(8, strategy="sparse").total == 5 < 7
 
@@ -194,3 +199,33 @@ def test_plan_settings_are_checked_and_chosen_from_the_command_line() -> None:
     ]:
         with pytest.raises(ConfigError, match=text):
             build_run_config(device_type="cpu", sets=[bad])
+
+
+def test_all_pairs_measure_their_slow_pairs_again_the_slowest_first() -> None:
+    healthy = {pair: 10.0 for r in round_robin(6) for pair in r}
+    assert remeasure_rounds([healthy]) == []
+    # a burst of noise on one pair of three nodes: that pair once more
+    three = {(0, 1): 5.0, (0, 2): 10.0, (1, 2): 9.5}
+    assert remeasure_rounds([three]) == [[(0, 1)]]
+    # 8.5 is within 0.8 x the best node's median pair (node 2's: 10): not slow
+    assert remeasure_rounds([{(0, 1): 8.5, (0, 2): 10.0, (1, 2): 10.0}]) == []
+    # a bad node among three is slow with two of the three pairs (their median is slow): the
+    # best node's median pair (node 0's, (10 + 1) / 2) still finds them, the slower first
+    assert remeasure_rounds([{(0, 1): 10.0, (0, 2): 1.0, (1, 2): 1.1}]) == [[(0, 2)], [(1, 2)]]
+    # a bad node (5) is slow with all five partners: RETESTS rounds of one of its pairs each,
+    # the furthest below first; a slow link (2, 3) elsewhere shares the first round
+    bad = {**healthy, **{(n, 5): 1.0 + n / 10 for n in range(5)}, (2, 3): 4.0}
+    rounds = remeasure_rounds([bad])
+    assert rounds == [[(0, 5), (2, 3)], [(1, 5)]]
+    assert len(rounds) == RETESTS
+    _assert_disjoint(rounds)
+    # directed pairs (the network test) come back as (low, high); a series of fewer than
+    # three pairs has no median to judge by
+    directed = {(1, 0): 1.0, (0, 1): 10.0, (0, 2): 10.0, (2, 0): 10.0}
+    assert remeasure_rounds([directed]) == [[(0, 1)]]
+    assert remeasure_rounds([{(0, 1): 1.0, (0, 2): 10.0}]) == []
+    # the worst figure over the series decides the order
+    a = {(0, 1): 7.0, (2, 3): 10.0, (0, 2): 10.0, (1, 3): 10.0}
+    b = {(0, 1): 10.0, (2, 3): 1.0, (0, 2): 10.0, (1, 3): 10.0}
+    assert remeasure_rounds([a, b]) == [[(0, 1), (2, 3)]]
+    assert remeasure_rounds([a, b], retests=0) == []

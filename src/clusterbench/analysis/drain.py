@@ -162,7 +162,11 @@ def _bad_nodes(series: Sequence[_Series]) -> set[str]:
 
 
 def _retests(plan: Finding | None) -> set[frozenset[str]]:
-    pairs = plan.evidence.get("retest_pairs", []) if plan is not None else []
+    """The sparse plan's re-tests against nodes known good (all pairs measure slow pairs
+    again with the same partners: no such evidence)."""
+    if plan is None or plan.evidence.get("strategy") != "sparse":
+        return set()
+    pairs = plan.evidence.get("retest_pairs", [])
     return {frozenset(p) for p in pairs}
 
 

@@ -22,7 +22,10 @@ takes a number of rounds that does not grow with k:
 
 Rounds of the sparse plan: d + (k mod 2) on a fleet with no suspect, d + (k mod 2) + RETESTS
 at most otherwise; 5 at d = 3 and an even k.  ``auto`` keeps all pairs up to
-:data:`SPARSE_ABOVE` nodes, where they cost at most 7 rounds and measure every link.
+:data:`SPARSE_ABOVE` nodes, where they cost at most 7 rounds and measure every link.  All
+pairs measure their slow pairs again too (:func:`remeasure_rounds`): at most RETESTS rounds
+more, none on a fleet with no pair below (1 - SUSPECT_REL) of the best node's median pair, so
+that a burst of load on a node during one pair's round is not taken for a slow link.
 
 Pure: node indices in, rounds of pairs out; the benchmarks run them and decide the re-tests
 on rank 0 (``pair_rounds``).
@@ -47,6 +50,7 @@ __all__ = [
     "all_pairs_round_count",
     "met_pairs",
     "planned_rounds",
+    "remeasure_rounds",
     "resolve_strategy",
     "retest_rounds",
     "round_robin",
@@ -181,6 +185,46 @@ def slow_pairs(series: Iterable[Mapping[Pair, float]], *, rel: float = SUSPECT_R
     return {(min(a, b), max(a, b)) for (a, b), slow in _flags(series, rel) if slow}
 
 
+def remeasure_rounds(
+    series: Iterable[Mapping[Pair, float]], *, rel: float = SUSPECT_REL, retests: int = RETESTS
+) -> list[Round]:
+    """All pairs: up to ``retests`` rounds of disjoint pairs measuring again each pair (low,
+    high) below (1 - ``rel``) x its series' reference, the furthest below first.
+
+    The reference is the best node's median pair: a bad node among three is slow with two of
+    the three pairs, so the pairs' own median would be slow.  A pair is judged by its best
+    test, so a burst of noise does not stay; a bad node's pairs stay slow (it has k - 1 of
+    them and is measured again with ``retests`` partners), and so does a bad link."""
+    worst: dict[Pair, float] = {}
+    for figures in series:
+        if len(figures) < 3:  # no majority to judge by (as _flags)
+            continue
+        per_node: dict[int, list[float]] = defaultdict(list)
+        for (a, b), value in figures.items():
+            per_node[a].append(value)
+            per_node[b].append(value)
+        reference = max(statistics.median(values) for values in per_node.values())
+        if reference <= 0:
+            continue
+        for (a, b), value in figures.items():
+            ratio = value / reference
+            if ratio < 1 - rel:
+                pair = (min(a, b), max(a, b))
+                worst[pair] = min(ratio, worst.get(pair, ratio))
+    order = sorted(worst, key=lambda p: (worst[p], p))
+    rounds: list[Round] = []
+    while order and len(rounds) < retests:
+        busy: set[int] = set()
+        pairs: Round = []
+        for pair in order:
+            if not set(pair) & busy:
+                pairs.append(pair)
+                busy |= set(pair)
+        order = [p for p in order if p not in pairs]
+        rounds.append(sorted(pairs))
+    return rounds
+
+
 def retest_rounds(
     *,
     num_nodes: int,
@@ -243,7 +287,7 @@ class RoundCount:
     survey: int
     """All pairs: every round; sparse: the survey's."""
     retest: int
-    """The re-test rounds at most (0 for all pairs, or a fleet with no suspect)."""
+    """The re-test rounds at most (0 for a fleet with no suspect or slow pair)."""
     all_pairs: int
 
     @property
@@ -259,9 +303,12 @@ def planned_rounds(
     with_suspects: bool = True,
 ) -> RoundCount:
     """The rounds ``strategy`` takes at ``num_nodes`` (the README's table): sparse is
-    d + (k mod 2) + RETESTS with suspects, d + (k mod 2) without; all pairs k - 1 + (k mod 2)."""
+    d + (k mod 2) + RETESTS with suspects, d + (k mod 2) without; all pairs k - 1 + (k mod 2)
+    + RETESTS with a slow pair to measure again (:func:`remeasure_rounds`; from 3 nodes, the
+    fewest that have a median to judge by), k - 1 + (k mod 2) without."""
     every = all_pairs_round_count(num_nodes)
+    retest = RETESTS if with_suspects else 0
     if resolve_strategy(strategy, num_nodes=num_nodes, partners=partners) == "all":
-        return RoundCount("all", every, 0, every)
+        return RoundCount("all", every, retest if num_nodes >= 3 else 0, every)
     survey = partners + num_nodes % 2
-    return RoundCount("sparse", survey, RETESTS if with_suspects else 0, every)
+    return RoundCount("sparse", survey, retest, every)

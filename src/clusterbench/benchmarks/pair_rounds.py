@@ -2,8 +2,9 @@
 which plan runs, the re-tests every rank agrees on, and the info finding that records it.
 
 The survey's figures are gathered on rank 0, which picks the re-tests
-(:func:`~clusterbench.benchmarks.pair_plan.retest_rounds`) and broadcasts them: every rank
-then creates and runs the same groups in the same order.  The finding
+(:func:`~clusterbench.benchmarks.pair_plan.retest_rounds`; all pairs: the slow pairs measured
+again, :func:`~clusterbench.benchmarks.pair_plan.remeasure_rounds`) and broadcasts them: every
+rank then creates and runs the same groups in the same order.  The finding
 (``<benchmark>.node_pair_plan``) carries what the drain list needs from the run: the plan's
 rounds and time, the re-test pairs, the launcher and each node's name under it.
 """
@@ -21,6 +22,7 @@ from clusterbench.benchmarks.pair_plan import (
     Round,
     all_pairs_round_count,
     met_pairs,
+    remeasure_rounds,
     retest_rounds,
     slow_pairs,
     suspects,
@@ -94,10 +96,16 @@ def fleet_facts(ctx: DistContext) -> FleetFacts:
 
 
 def agree_retests(
-    ctx: DistContext, *, num_nodes: int, survey: Sequence[Round], mine: Sequence[Figure]
+    ctx: DistContext,
+    *,
+    strategy: Literal["all", "sparse"],
+    num_nodes: int,
+    survey: Sequence[Round],
+    mine: Sequence[Figure],
 ) -> tuple[list[Round], list[int]]:
     """The re-test rounds and the suspects, decided on rank 0 from every rank's survey
-    figures (``mine``: the figures this rank recorded) and broadcast (every rank calls it)."""
+    figures (``mine``: the figures this rank recorded) and broadcast (every rank calls it).
+    All pairs: the slow pairs measured again, and no suspect."""
     gathered = ctx.gather_to_root(list(mine))
     decided: tuple[list[Round], list[int]] | None = None
     if ctx.rank == 0:
@@ -106,12 +114,15 @@ def agree_retests(
         for figures in gathered:
             for key, pair, value in figures:
                 series[key][pair] = max(value, series[key].get(pair, value))
-        score = suspects(series.values())
-        rounds = retest_rounds(
-            num_nodes=num_nodes, met=met_pairs(survey), suspect_score=score,
-            slow=slow_pairs(series.values()),
-        )  # fmt: skip
-        decided = (rounds, sorted(score))
+        if strategy == "all":
+            decided = (remeasure_rounds(series.values()), [])
+        else:
+            score = suspects(series.values())
+            rounds = retest_rounds(
+                num_nodes=num_nodes, met=met_pairs(survey), suspect_score=score,
+                slow=slow_pairs(series.values()),
+            )  # fmt: skip
+            decided = (rounds, sorted(score))
     rounds, chosen = ctx.broadcast_from_root(decided)
     return [list(map(tuple, r)) for r in rounds], list(chosen)
 
@@ -143,7 +154,8 @@ def plan_finding(benchmark: str, plan: PlanRecord, facts: FleetFacts) -> Finding
     per_round = plan.seconds / rounds if rounds else 0.0
     names = [plan.hosts[n] for n in plan.suspects]
     if plan.strategy == "all":
-        what = f"all pairs of {k} nodes: {rounds} rounds"
+        again = f", {retest} of them measuring slow pairs again" if retest else ""
+        what = f"all pairs of {k} nodes: {rounds} rounds{again}"
     else:
         tests = f"{retest} re-test rounds of {len(names)} suspects" if names else "no suspect"
         what = (
@@ -157,7 +169,7 @@ def plan_finding(benchmark: str, plan: PlanRecord, facts: FleetFacts) -> Finding
         "rounds": rounds,
         "survey_rounds": survey,
         "retest_rounds": retest,
-        "max_retest_rounds": ways * RETESTS if plan.strategy == "sparse" else 0,
+        "max_retest_rounds": ways * RETESTS,
         "all_pairs_rounds": every,
         "seconds": plan.seconds,
         "round_seconds": per_round,

@@ -103,7 +103,7 @@ def collectives(ctx: DistContext, cfg: CollectivesConfig) -> Iterator[Measuremen
     steps = _plan(ctx, cfg, handles=handles)
     pair_steps = [s for s in steps if s.h.spec.kind == "node_pairs"]
     work = [len(_modes_for(ctx, cfg, s)) for st in steps for s in st.sizes]
-    retest_work = RETESTS * len(cfg.ops) * len(cfg.modes) if strategy == "sparse" else 0
+    retest_work = RETESTS * len(cfg.ops) * len(cfg.modes)
     ctx.progress.start(sum(work) + (retest_work if pair_steps else 0) or 1)
     done = [0]  # sizes measured; the time budget is checked before each (rank 0 decides)
     stops: list[SweepStop] = []  # the op/group sweeps this rank records that hit the plateau
@@ -137,8 +137,9 @@ def _node_pairs(
     strategy: Literal["all", "sparse"],
     survey: list[Round],
 ) -> Iterator[Measurement | Finding]:
-    """The node-pair rounds: all pairs, or the sparse plan's survey then the re-tests rank 0
-    picks from the survey's busbw (:mod:`.pair_rounds`); rank 0 records the plan."""
+    """The node-pair rounds: all pairs then their slow pairs again, or the sparse plan's survey
+    then the re-tests; rank 0 picks those from the busbw measured (:mod:`.pair_rounds`) and
+    records the plan."""
     facts = fleet_facts(ctx)
     hosts = node_hosts(ctx)
     ctx.barrier()
@@ -152,8 +153,10 @@ def _node_pairs(
             yield item
     retests: list[Round] = []
     suspects: list[int] = []
-    if strategy == "sparse":
-        retests, suspects = agree_retests(ctx, num_nodes=ctx.num_nodes, survey=survey, mine=mine)
+    if not ctx.budget.agree_expired(ctx):
+        retests, suspects = agree_retests(
+            ctx, strategy=strategy, num_nodes=ctx.num_nodes, survey=survey, mine=mine
+        )
         handles = build_pair_groups(ctx, retests)
         for step in _plan(ctx, cfg, handles=handles):
             yield from _sweep(ctx, cfg, step)

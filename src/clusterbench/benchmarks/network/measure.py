@@ -89,14 +89,15 @@ def _both_ways(rounds: list[Round]) -> list[Round]:
 def _pair_tests(
     ctx: DistContext, cfg: NetworkConfig, *, nodes: list[_Node], me: _Node | None
 ) -> Iterator[Measurement | Finding]:
-    """All pairs both ways, or the sparse plan's survey both ways, then the re-tests rank 0
-    picks from the survey's figures (:mod:`.pair_rounds`); rank 0 records the plan."""
+    """All pairs both ways then their slow pairs again, or the sparse plan's survey both ways
+    then the re-tests; rank 0 picks those from the figures measured (:mod:`.pair_rounds`) and
+    records the plan."""
     k = len(nodes)
     strategy = resolve_strategy(cfg.node_pairs, num_nodes=k, partners=cfg.pair_partners)
     survey = survey_rounds(k, cfg.pair_partners) if strategy == "sparse" else round_robin(k)
     facts = fleet_facts(ctx)
     schedule = _both_ways(survey)
-    ctx.progress.start(len(schedule) + (2 * RETESTS if strategy == "sparse" else 0))
+    ctx.progress.start(len(schedule) + (2 * RETESTS if k > 2 else 0))
     ctx.barrier()
     started = time.perf_counter()
     mine: list[Figure] = []
@@ -110,8 +111,10 @@ def _pair_tests(
         ctx.progress.advance()
     retests: list[Round] = []
     suspects: list[int] = []
-    if strategy == "sparse" and ctx.budget.stop is None:
-        retests, suspects = agree_retests(ctx, num_nodes=k, survey=survey, mine=mine)
+    if k > 2 and ctx.budget.stop is None:
+        retests, suspects = agree_retests(
+            ctx, strategy=strategy, num_nodes=k, survey=survey, mine=mine
+        )
         for pairs in _both_ways(retests):
             yield from _run_round(ctx, cfg, nodes=nodes, pairs=pairs, me=me)
             ctx.progress.advance()
