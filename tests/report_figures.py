@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from clusterbench.report.cells import Grid
-from clusterbench.report.plots import Plot
 from clusterbench.schema import Measurement, Results
+from clusterbench.views.cells import Grid
+from clusterbench.views.plots import Plot
 
 __all__ = ["heatmap", "own_figures", "values_by_metric"]
 

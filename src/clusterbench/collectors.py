@@ -21,8 +21,9 @@ from typing import Protocol
 import torch.distributed as dist
 
 from clusterbench.assemble import dedupe
+from clusterbench.exits import EXIT_RUN_ERROR
 from clusterbench.finalize import ResultsWriteError, finalize
-from clusterbench.runspec import EXIT_RUN_ERROR, RunSpec
+from clusterbench.runspec import RunSpec
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.flight import FlightState, parse_flight, read_flights, store_key
 from clusterbench.runtime.records import Error, RankLog, Record, read_rank_file, read_records

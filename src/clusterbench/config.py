@@ -21,12 +21,11 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from clusterbench import catalog, registry
+from clusterbench import registry
 from clusterbench.benchmarks.presets import SUITE_NAMES, SuiteName
+from clusterbench.exits import ConfigError
 from clusterbench.thresholds import Thresholds
 from clusterbench.units import parse_duration
-
-catalog.register_builtin()
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -41,10 +40,6 @@ __all__ = [
     "build_run_config",
     "check_suite_name",
 ]
-
-
-class ConfigError(ValueError):
-    """A user mistake in the suite, a config file or an override."""
 
 
 @dataclass(kw_only=True)

@@ -12,15 +12,16 @@ from pathlib import Path
 from clusterbench import registry
 from clusterbench._version import __version__
 from clusterbench.assemble import RunMeta, assemble_results
-from clusterbench.report.cells import Section
+from clusterbench.exits import EXIT_FAIL_FINDING, EXIT_OK, EXIT_RUN_ERROR
 from clusterbench.report.drain import DRAIN_FILE, drain_json, run_drain_list
 from clusterbench.report.html import render_html
 from clusterbench.report.markdown import render_markdown
-from clusterbench.runspec import EXIT_FAIL_FINDING, EXIT_OK, EXIT_RUN_ERROR, RunSpec, now_utc
+from clusterbench.runspec import RunSpec, now_utc
 from clusterbench.runtime.flight import FlightState, read_flights, read_stacks
 from clusterbench.runtime.launch import WorkerFailure
 from clusterbench.runtime.records import Record, describe_write_error
 from clusterbench.schema import Results
+from clusterbench.views.cells import Section
 
 __all__ = ["REPORT_FILE", "ResultsWriteError", "exit_code_for", "finalize", "write_results"]
 

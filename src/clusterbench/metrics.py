@@ -15,6 +15,7 @@ nothing::
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar, Literal
@@ -104,13 +105,31 @@ class MetricSet:
             raise KeyError(message) from None
 
 
+_BUILTIN_LOADED = False
+
+
+def _builtin() -> None:
+    """Load the built-in benchmarks' declarations once, before the first lookup: their folders
+    declare their metrics when imported, and a command that reads results (compare, report,
+    export) may never have imported them.  By name, as the registry loads the catalog: this
+    module sits below every benchmark."""
+    global _BUILTIN_LOADED
+    if not _BUILTIN_LOADED:
+        _BUILTIN_LOADED = True
+        importlib.import_module("clusterbench.catalog")
+
+
 def declared(benchmark: str, metric: str) -> Metric | None:
-    """The declaration of a recorded measurement's metric (None: no loaded module declares it)."""
+    """The declaration of a recorded measurement's metric (None: neither a built-in benchmark
+    nor a loaded module declares it)."""
+    _builtin()
     return _DECLARED.get((benchmark, metric))
 
 
 def declared_sets() -> dict[str, tuple[Metric, ...]]:
-    """Every declared metric by benchmark (of the modules imported so far)."""
+    """Every declared metric by benchmark (the built-in ones and those of modules imported so
+    far)."""
+    _builtin()
     out: dict[str, list[Metric]] = {}
     for (benchmark, _), metric in _DECLARED.items():
         out.setdefault(benchmark, []).append(metric)

@@ -30,6 +30,7 @@ from clusterbench.analysis.duration import (
     pick_table,
 )
 from clusterbench.config import ConfigError, RunConfig, build_run_config
+from clusterbench.exits import EXIT_OK, EXIT_RUN_ERROR
 from clusterbench.finalize import ResultsWriteError, exit_code_for, finalize
 from clusterbench.history import RunTimings
 from clusterbench.planner import (
@@ -40,7 +41,7 @@ from clusterbench.planner import (
     plan_run,
     read_history,
 )
-from clusterbench.runspec import EXIT_OK, EXIT_RUN_ERROR, RunSpec, now_utc, prepare_run_dir
+from clusterbench.runspec import RunSpec, now_utc, prepare_run_dir
 from clusterbench.runtime.launch import (
     WorkerFailure,
     detect_launcher,

@@ -13,10 +13,6 @@ from clusterbench.schema import PlanInfo
 from clusterbench.units import format_bytes
 
 __all__ = [
-    "EXIT_FAIL_FINDING",
-    "EXIT_OK",
-    "EXIT_RUN_ERROR",
-    "EXIT_USAGE",
     "MIN_FREE_BYTES",
     "MIN_FREE_BYTES_PER_WORKER",
     "RunSpec",
@@ -25,15 +21,6 @@ __all__ = [
     "now_utc",
     "prepare_run_dir",
 ]
-
-EXIT_OK = 0
-"""No ``fail`` finding."""
-EXIT_FAIL_FINDING = 1
-"""Some ``fail`` finding."""
-EXIT_USAGE = 2
-"""Bad usage or configuration: nothing ran."""
-EXIT_RUN_ERROR = 3
-"""The run failed or was interrupted; what finished is kept."""
 
 
 @dataclass(kw_only=True)

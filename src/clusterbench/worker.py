@@ -39,8 +39,9 @@ from clusterbench.collectors import (
 )
 from clusterbench.config import ConfigError
 from clusterbench.doctor.run_health import RunHealth
+from clusterbench.exits import EXIT_RUN_ERROR
 from clusterbench.finalize import ResultsWriteError, finalize
-from clusterbench.runspec import EXIT_RUN_ERROR, RunSpec, prepare_run_dir
+from clusterbench.runspec import RunSpec, prepare_run_dir
 from clusterbench.runtime.budget import BudgetSchedule
 from clusterbench.runtime.dist import (
     DistContext,

@@ -11,9 +11,9 @@ import pytest
 from tests.helpers import cpu_run
 from tests.unit.test_report_figures import check_figure
 
-from clusterbench.report.figures import attribution as attribution_figures
-from clusterbench.report.plots import PlotContext
-from clusterbench.report.sections import attribution as attribution_section
+from clusterbench.benchmarks.attribution import figures as attribution_figures
+from clusterbench.views.plots import PlotContext
+from clusterbench.benchmarks.attribution import section as attribution_section
 from clusterbench.schema import Results
 
 pytestmark = [pytest.mark.dist, pytest.mark.timing]

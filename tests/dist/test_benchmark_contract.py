@@ -1,5 +1,5 @@
-"""A new benchmark is its own files plus one registration: ``tests/example_benchmark.py``
-registers ``tiny`` and nothing else in clusterbench names it; here it is selected and tuned
+"""A new benchmark is its own folder plus one registration: ``tests/example_benchmark/``
+declares and registers ``tiny`` and nothing else in clusterbench names it; here it is selected and tuned
 through the config, run by the real launcher on two CPU workers, analysed and rendered."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from tests.example_benchmark import TINY, TinyMetrics
+from tests.example_benchmark import BENCHMARK as TINY
+from tests.example_benchmark import TinyMetrics
 
 import clusterbench
 from clusterbench import registry

@@ -206,8 +206,8 @@ def test_mechanics_the_whole_sweep_records_each_setting_against_the_pooled_defau
     import torch.multiprocessing as mp
 
     from clusterbench import catalog
-    from clusterbench.analysis.nccl_tune_findings import tune_findings
-    from clusterbench.report.sections.collectives import tune_grids
+    from clusterbench.benchmarks.collectives.tune_findings import tune_findings
+    from clusterbench.benchmarks.collectives.section import tune_grids
     from clusterbench.schema import Finding, Measurement, Results, RunInfo, ToolInfo
 
     with mp.Manager() as manager:

@@ -1,7 +1,8 @@
 """The metric contract, checked on real CPU runs of the quick and standard suites.
 
 - every metric a run records is declared by its benchmark, with the declared unit;
-- every metric analysis or report reads (a ``XMetrics.name`` reference in their modules) is
+- every metric analysis, a benchmark's findings, section or figures, or report reads (a
+  ``XMetrics.name`` reference in their modules) is
   produced by the standard suite, unless its declaration says when it is not (``only_when``) or
   its benchmark has no CPU form; what is produced but read by neither is printed;
 - both suites record exactly the (benchmark, metric, unit, param keys) they recorded before the
@@ -20,16 +21,19 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from tests.helpers import QUICK_RUN, Run, cli
 
 from clusterbench import load_results, metrics, registry
 from clusterbench.metrics import Metric, MetricSet
 from clusterbench.schema import Results
+from tests.helpers import QUICK_RUN, Run, cli
 
 pytestmark = [pytest.mark.dist, pytest.mark.xdist_group(QUICK_RUN)]
 
 BASELINE = Path(__file__).parents[1] / "data" / "cpu_suite_metrics.json"
-READERS = ("clusterbench.analysis", "clusterbench.report")
+READERS = ("clusterbench.analysis", "clusterbench.report", "clusterbench.views")
+"""Packages that read metrics; with them each benchmark folder's findings, section and figures
+and the folder's modules those import (not its settings, cost model or measurement)."""
+READING_PARTS = ("findings", "section", "figures")
 
 
 @pytest.fixture(scope="module")
@@ -58,10 +62,35 @@ def _resolve(node: ast.expr, scope: dict[str, Any]) -> Any:
     return None
 
 
+def _benchmark_readers() -> list[ModuleType]:
+    """Each benchmark folder's findings, section and figures, and the modules of
+    ``clusterbench.benchmarks`` they take names from (but settings, cost models, measurements)."""
+    parts = [
+        m for m in _modules("clusterbench.benchmarks")
+        if m.__name__.rsplit(".", 1)[-1] in READING_PARTS
+    ]  # fmt: skip
+    names = {m.__name__ for m in parts}
+    for part in parts:
+        for value in vars(part).values():
+            where = (
+                value.__name__
+                if isinstance(value, ModuleType)
+                else getattr(value, "__module__", None)
+            )
+            if (
+                isinstance(where, str) and where.startswith("clusterbench.benchmarks.")
+                and where.rsplit(".", 1)[-1] not in ("settings", "cost", "measure", "budget")
+            ):  # fmt: skip
+                names.add(where)
+    return [importlib.import_module(n) for n in sorted(names)]
+
+
 def metrics_read() -> dict[Metric, set[str]]:
-    """Each metric analysis or report refers to -> the modules that do."""
+    """Each metric analysis, a benchmark's findings, section or figures, or report refers to ->
+    the modules that do."""
     read: dict[Metric, set[str]] = {}
-    for module in [m for package in READERS for m in _modules(package)]:
+    readers = [m for package in READERS for m in _modules(package)] + _benchmark_readers()
+    for module in readers:
         scope = vars(module)
         for node in ast.walk(ast.parse(inspect.getsource(module))):
             metric = None

@@ -11,7 +11,7 @@ import pytest
 
 from clusterbench.benchmarks.training.decoder import Decoder
 from clusterbench.benchmarks.training.shapes import DECODER_PRESETS
-from clusterbench.report.sections.training import section as training_section
+from clusterbench.benchmarks.training.section import section as training_section
 from clusterbench.schema import Results
 from tests.helpers import cpu_run
 

@@ -27,9 +27,9 @@ from selenium.webdriver.common.by import By
 from clusterbench import catalog, registry
 from clusterbench.finalize import REPORT_FILE
 from clusterbench.report.html import render_html
-from clusterbench.report.plots import Plot
 from clusterbench.schema import Results, load_results
 from clusterbench.thresholds import Thresholds
+from clusterbench.views.plots import Plot
 from tests.helpers import cli
 from tests.html_page import external_references
 from tests.prediction_runs import run_of

@@ -8,14 +8,14 @@ import json
 import pytest
 
 from clusterbench.benchmarks.collectives import CollectivesMetrics as C
+from clusterbench.benchmarks.collectives import figures as collectives_figures
 from clusterbench.benchmarks.gemm import GemmMetrics as G
-from clusterbench.report.figures import collectives as collectives_figures
-from clusterbench.report.plots import PlotContext
 from clusterbench.schema import (
     Measurement,
     Results,
     load_results,
 )
+from clusterbench.views.plots import PlotContext
 from tests.helpers import cli
 from tests.unit.test_report_figures import figures_of, traces
 

@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 
 from clusterbench import catalog
-from clusterbench.analysis import dataloader, placement, prediction_findings, weight_update
+from clusterbench.analysis import placement, prediction_findings
 from clusterbench.analysis.advice import Advice, advice_of, collect_advice
-from clusterbench.analysis.attribution_accum import accum_idle_findings
-from clusterbench.analysis.nccl_tune_findings import tune_findings
 from clusterbench.analysis.prediction import predict
+from clusterbench.benchmarks.attribution.accum import accum_idle_findings
+from clusterbench.benchmarks.collectives.tune_findings import tune_findings
+from clusterbench.benchmarks.dataloader import findings as dataloader
+from clusterbench.benchmarks.weight_update import findings as weight_update
 from clusterbench.schema import Finding, Measurement, ParamValue, Results, RunInfo, Stats, ToolInfo
 from clusterbench.thresholds import Thresholds
 from tests.prediction_runs import model_steps, run_of

@@ -82,8 +82,10 @@ def test_circle_finder_sees_function_level_and_type_checking_imports(tmp_path, m
 @pytest.mark.parametrize(
     ("importer", "imported"),
     [
-        ("clusterbench.benchmarks", "clusterbench.analysis"),
         ("clusterbench.benchmarks", "clusterbench.report"),
+        ("clusterbench.views", "clusterbench.benchmarks"),
+        ("clusterbench.views", "clusterbench.analysis"),
+        ("clusterbench.registry", "clusterbench.catalog"),
         ("clusterbench.analysis", "clusterbench.report"),
         ("clusterbench.runtime", "clusterbench.benchmarks"),
         ("clusterbench.schema", "clusterbench.runtime"),

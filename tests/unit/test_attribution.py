@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from clusterbench.analysis import attribution as attribution_analysis
+from clusterbench.benchmarks.attribution import findings as attribution_analysis
+from clusterbench.benchmarks.attribution import section as attribution_report
 from clusterbench.benchmarks.attribution.ranks import collective_waits, start_lateness
 from clusterbench.benchmarks.attribution.trace import (
     Collective,
@@ -15,7 +16,6 @@ from clusterbench.benchmarks.attribution.trace import (
     op_flops_bytes,
     step_breakdowns,
 )
-from clusterbench.report.sections import attribution as attribution_report
 from clusterbench.schema import Measurement, NcclRankInfo, Results, RunInfo, ToolInfo
 from clusterbench.thresholds import Thresholds
 

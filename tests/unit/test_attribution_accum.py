@@ -10,23 +10,23 @@ from typing import Any
 
 import pytest
 
-from clusterbench.analysis import attribution as attribution_analysis
-from clusterbench.analysis.attribution_accum import (
+from clusterbench.benchmarks.attribution import AttributionConfig
+from clusterbench.benchmarks.attribution import figures as attribution_figures
+from clusterbench.benchmarks.attribution import findings as attribution_analysis
+from clusterbench.benchmarks.attribution import section as attribution_section
+from clusterbench.benchmarks.attribution.accum import (
     PAPER_IDLE_PCT,
     accum_curve,
     accum_idle_findings,
     accum_statement,
 )
-from clusterbench.benchmarks.attribution import AttributionConfig
 from clusterbench.benchmarks.attribution.idle import iteration_idle
 from clusterbench.benchmarks.attribution.ranks import start_waits
 from clusterbench.benchmarks.attribution.trace import activities, step_collectives
 from clusterbench.config import ConfigError, build_run_config
-from clusterbench.report.figures import attribution as attribution_figures
-from clusterbench.report.plots import PlotContext
-from clusterbench.report.sections import attribution as attribution_section
 from clusterbench.schema import Measurement, Results, RunInfo, ToolInfo
 from clusterbench.thresholds import Thresholds
+from clusterbench.views.plots import PlotContext
 from tests.unit.test_report_figures import check_figure, traces
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from clusterbench.analysis import checkpoint as checkpoint_analysis
+from clusterbench.benchmarks.checkpoint import findings as checkpoint_analysis
 from clusterbench.benchmarks.checkpoint import io as io
 from clusterbench.benchmarks.checkpoint import measure as ck
 from clusterbench.benchmarks.training.workload import Batch, Workload

@@ -9,11 +9,6 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from clusterbench.analysis.collectives import (
-    findings,
-    inter_node_peak_gbps,
-    node_pair_findings,
-)
 from clusterbench.benchmarks.collectives import CollectivesConfig
 from clusterbench.benchmarks.collectives.facts import (
     OPS,
@@ -23,6 +18,11 @@ from clusterbench.benchmarks.collectives.facts import (
     size_sweep,
     usable_sizes,
 )
+from clusterbench.benchmarks.collectives.findings import (
+    findings,
+    inter_node_peak_gbps,
+    node_pair_findings,
+)
 from clusterbench.benchmarks.collectives.groups import (
     GroupHandle,
     GroupSpec,
@@ -30,9 +30,9 @@ from clusterbench.benchmarks.collectives.groups import (
     round_robin_pairs,
 )
 from clusterbench.benchmarks.collectives.ops import make_op
+from clusterbench.benchmarks.collectives.section import collective_grids
 from clusterbench.config import ConfigError, Thresholds, build_run_config
 from clusterbench.registry import analyze
-from clusterbench.report.sections.collectives import collective_grids
 from clusterbench.schema import (
     GpuInfo,
     GpuSpecRef,

@@ -12,13 +12,13 @@ import pytest
 from rich.console import Console
 
 from clusterbench import registry
-from clusterbench.report.cells import Section, rows_layout
+from clusterbench.benchmarks.collectives.section import collective_grids
 from clusterbench.report.console import fold_constant_columns, render_summary
 from clusterbench.report.markdown import render_markdown
-from clusterbench.report.sections.collectives import collective_grids
 from clusterbench.report.timing import time_line
 from clusterbench.schema import Measurement, ParamValue, Results, RunInfo, ToolInfo
 from clusterbench.units import format_bytes, format_seconds
+from clusterbench.views.cells import Section, rows_layout
 
 
 def m(

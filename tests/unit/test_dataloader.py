@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from clusterbench.analysis import dataloader as dataloader_analysis
+from clusterbench.benchmarks.dataloader import findings as dataloader_analysis
 from clusterbench.benchmarks.dataloader import measure as dl
 from clusterbench.benchmarks.dataloader.datasets import write_tokens
 from clusterbench.benchmarks.training.workload import Batch, Workload

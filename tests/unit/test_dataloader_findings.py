@@ -6,7 +6,7 @@ more workers; when a setting with workers was faster, the advice names it and it
 
 from __future__ import annotations
 
-from clusterbench.analysis import dataloader as dataloader_analysis
+from clusterbench.benchmarks.dataloader import findings as dataloader_analysis
 from clusterbench.schema import Finding, Measurement, ParamValue, Results, RunInfo, ToolInfo
 from clusterbench.thresholds import Thresholds
 

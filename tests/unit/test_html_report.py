@@ -17,13 +17,13 @@ from clusterbench import catalog, registry
 from clusterbench.cli import app
 from clusterbench.config import build_run_config
 from clusterbench.finalize import REPORT_FILE, finalize, write_results
-from clusterbench.report.cells import Grid, Matrix, Section, matrix_title
 from clusterbench.report.html import render_html
 from clusterbench.report.html_tables import number_in
-from clusterbench.report.plots import Plot, PlotContext
 from clusterbench.runspec import RunSpec, now_utc
 from clusterbench.runtime.records import End, Hello, MeasurementRecord, Start
 from clusterbench.schema import ErrorRecord, Finding, Measurement, Results
+from clusterbench.views.cells import Grid, Matrix, Section, matrix_title
+from clusterbench.views.plots import Plot, PlotContext
 from tests.html_page import external_references, parse_page
 from tests.report_figures import heatmap, own_figures
 from tests.synthetic_cluster import cluster_results

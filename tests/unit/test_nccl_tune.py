@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from clusterbench import catalog
-from clusterbench.analysis import collectives as collectives_analysis
-from clusterbench.analysis.nccl_tune import ALPHA, recommendations, tune_rows
-from clusterbench.analysis.nccl_tune_findings import tune_findings
 from clusterbench.benchmarks.collectives import CollectivesMetrics as C
+from clusterbench.benchmarks.collectives import findings as collectives_analysis
 from clusterbench.benchmarks.collectives.facts import bus_factor
-from clusterbench.report.sections.collectives import section, tune_grids
+from clusterbench.benchmarks.collectives.section import section, tune_grids
+from clusterbench.benchmarks.collectives.tune_analysis import ALPHA, recommendations, tune_rows
+from clusterbench.benchmarks.collectives.tune_findings import tune_findings
 from clusterbench.schema import Measurement, ParamValue, Stats
 from clusterbench.thresholds import Thresholds
 from tests.unit.test_report_figures import figures_of, results_of, traces

@@ -8,15 +8,15 @@ import socket
 
 import pytest
 
-from clusterbench.analysis.network import (
+from clusterbench.benchmarks.network import NetworkConfig
+from clusterbench.benchmarks.network import tools as tools
+from clusterbench.benchmarks.network.findings import (
     findings,
     internode_capacity_findings,
     nic_state_findings,
     rdma_bandwidth_findings,
     tcp_throughput_findings,
 )
-from clusterbench.benchmarks.network import NetworkConfig
-from clusterbench.benchmarks.network import tools as tools
 from clusterbench.benchmarks.pair_plan import round_robin
 from clusterbench.config import ConfigError, Thresholds, build_run_config
 from clusterbench.schema import Measurement, ParamValue, Reference, Results, RunInfo, ToolInfo

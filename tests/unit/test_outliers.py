@@ -7,7 +7,6 @@ import math
 
 import pytest
 
-from clusterbench.analysis import run_findings
 from clusterbench.analysis.outliers import (
     _SKIP_BENCHMARKS,
     log_spread,
@@ -18,6 +17,7 @@ from clusterbench.analysis.outliers import (
     robust_zscores,
 )
 from clusterbench.metrics import better_direction, declared_sets
+from clusterbench.registry import analyze
 from clusterbench.schema import (
     Finding,
     Measurement,
@@ -354,7 +354,7 @@ def test_spread_sigmas_is_the_threshold_applied() -> None:
     run = RunInfo(id="r", started="t", suite="quick", world_size=3, num_nodes=3, backend="gloo",
                   command="c")  # fmt: skip
     results = Results(tool=ToolInfo(version="0"), run=run, measurements=_netns_memory(stats=True))
-    ids = [f.id for f in run_findings(results, Thresholds())]
+    ids = [f.id for f in analyze(results, Thresholds())]
     assert "outlier.memory.bandwidth" not in ids
-    tight = run_findings(results, Thresholds(outlier_spread_sigmas=0.5))
+    tight = analyze(results, Thresholds(outlier_spread_sigmas=0.5))
     assert "outlier.memory.bandwidth" in [f.id for f in tight]

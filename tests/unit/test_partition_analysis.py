@@ -13,15 +13,15 @@ import plotly.graph_objects as go
 import pytest
 
 from clusterbench import catalog, registry
-from clusterbench.analysis import training
 from clusterbench.analysis.advice import ADVICE_KEY, advice_of
 from clusterbench.analysis.partition import analyse
 from clusterbench.analysis.partition_findings import partition_finding
 from clusterbench.analysis.prediction import predict
 from clusterbench.analysis.scaling_model import Links, Workload, predict_step
+from clusterbench.benchmarks.training import findings as training
+from clusterbench.benchmarks.training.figures import partition_figures
+from clusterbench.benchmarks.training.section import PARTITION, partition_section
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T
-from clusterbench.report.figures.training import partition_figures
-from clusterbench.report.sections.training import PARTITION, partition_section
 from clusterbench.schema import Measurement, ParamValue, Results, RunInfo, Stats, ToolInfo
 from clusterbench.thresholds import Thresholds
 from tests.prediction_runs import GRAD_BYTES, run_of

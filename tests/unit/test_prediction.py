@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from clusterbench.analysis import prediction_findings, run_findings
+from clusterbench.analysis import prediction_findings
 from clusterbench.analysis.prediction import NIC_CEILING_GBPS, NoPrediction, applies, predict
 from clusterbench.analysis.prediction_inputs import (
     ASSUMED_INTER_ALPHA_S,
@@ -28,6 +28,7 @@ from clusterbench.analysis.scaling_model import (
 )
 from clusterbench.benchmarks.training.decoder import Decoder
 from clusterbench.benchmarks.training.shapes import DECODER_PRESETS
+from clusterbench.registry import analyze
 from clusterbench.report.sections.prediction import predictions_grid
 from clusterbench.thresholds import Thresholds
 from tests.prediction_runs import COMPUTE_S, GRAD_BYTES, INTER, INTRA, model_steps, run_of
@@ -306,7 +307,7 @@ def test_findings_only_when_training_and_collectives_ran() -> None:
     r = run_of(num_nodes=1, collectives=False)
     r.run.benchmarks = ["training", "attribution"]
     assert not applies(r) and prediction_findings.findings(r, Thresholds()) == []
-    ids = [f.id for f in run_findings(run_of(num_nodes=1), Thresholds())]
+    ids = [f.id for f in analyze(run_of(num_nodes=1), Thresholds())]
     assert ids.count("prediction.scaling") == 1 and ids.count("prediction.validation") == 1
     # tp: no prediction, said in one finding
     [why] = prediction_findings.findings(run_of(num_nodes=1, strategy="tp"), Thresholds())

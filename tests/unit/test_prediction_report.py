@@ -17,8 +17,8 @@ from clusterbench.benchmarks.training.settings import TrainingMetrics as T
 from clusterbench.report.figures import prediction as prediction_figures
 from clusterbench.report.html import render_html
 from clusterbench.report.markdown import render_markdown
-from clusterbench.report.plots import Plot
 from clusterbench.report.sections import prediction as prediction_section
+from clusterbench.views.plots import Plot
 from tests.html_page import parse_page
 from tests.prediction_runs import run_of
 

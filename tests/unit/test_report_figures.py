@@ -16,25 +16,24 @@ import plotly.graph_objects as go
 import pytest
 
 from clusterbench import catalog, registry
-from clusterbench.analysis import attribution as attribution_analysis
-from clusterbench.analysis import collectives as collectives_analysis
-from clusterbench.analysis import network as network_analysis
 from clusterbench.benchmarks.attribution import AttributionMetrics as A
+from clusterbench.benchmarks.attribution import figures as attribution_figures
+from clusterbench.benchmarks.attribution import findings as attribution_analysis
 from clusterbench.benchmarks.collectives import CollectivesMetrics as C
+from clusterbench.benchmarks.collectives import figures as collectives_figures
+from clusterbench.benchmarks.collectives import findings as collectives_analysis
 from clusterbench.benchmarks.dataloader import DataloaderMetrics as D
+from clusterbench.benchmarks.dataloader import figures as dataloader_figures
 from clusterbench.benchmarks.gemm import GemmMetrics as G
+from clusterbench.benchmarks.gemm import figures as gemm_figures
 from clusterbench.benchmarks.memory import MemoryMetrics
 from clusterbench.benchmarks.network import NetworkMetrics as N
+from clusterbench.benchmarks.network import findings as network_analysis
+from clusterbench.benchmarks.training import figures as training_figures
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T
 from clusterbench.benchmarks.transfer import TransferMetrics as X
+from clusterbench.benchmarks.transfer import figures as transfer_figures
 from clusterbench.metrics import Metric
-from clusterbench.report.figures import attribution as attribution_figures
-from clusterbench.report.figures import collectives as collectives_figures
-from clusterbench.report.figures import dataloader as dataloader_figures
-from clusterbench.report.figures import gemm as gemm_figures
-from clusterbench.report.figures import training as training_figures
-from clusterbench.report.figures import transfer as transfer_figures
-from clusterbench.report.plots import Plot, PlotContext
 from clusterbench.schema import (
     Measurement,
     ParamValue,
@@ -45,6 +44,7 @@ from clusterbench.schema import (
     ToolInfo,
 )
 from clusterbench.thresholds import Thresholds, run_thresholds
+from clusterbench.views.plots import Plot, PlotContext
 
 MIB = 2**20
 _CPU_BENCHMARKS = ("gemm", "memory", "collectives", "checkpoint", "attribution")
@@ -137,7 +137,7 @@ def check_figure(plot: Plot, ms: list[Measurement], base: list[Measurement] | No
 
 
 def figures_of(name: str, ms: list[Measurement], ctx: PlotContext | None = None) -> list[Plot]:
-    fn = registry.get(name).figures
+    fn = registry.get(name).plots()
     assert fn is not None
     plots = fn(ms, ctx or PlotContext())
     for plot in plots:
@@ -151,7 +151,7 @@ def _registered() -> None:
 
 
 def test_every_benchmark_with_something_to_draw_names_its_figures() -> None:
-    drawn_by = {b.name: b.figures for b in catalog.BUILTIN}
+    drawn_by = {b.name: b.plots() for b in catalog.BUILTIN}
     for name in ("doctor", "selftest", "sdc"):  # sdc: a table of hashes, nothing to draw
         assert drawn_by[name] is None
     assert drawn_by["collectives"] is collectives_figures.figures

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from clusterbench.analysis import sdc as sdc_analysis
 from clusterbench.benchmarks.sdc import SdcConfig, SdcMetrics
+from clusterbench.benchmarks.sdc import findings as sdc_analysis
+from clusterbench.benchmarks.sdc import section as sdc_section
 from clusterbench.benchmarks.sdc.compute import (
     Case,
     chain,
@@ -19,7 +20,6 @@ from clusterbench.benchmarks.sdc.compute import (
 from clusterbench.benchmarks.sdc.measure import case_params, sdc
 from clusterbench.benchmarks.sdc.vote import differing_repeats, modal, vote
 from clusterbench.config import ConfigError, Thresholds, build_run_config
-from clusterbench.report.sections import sdc as sdc_section
 from clusterbench.schema import (
     Finding,
     GpuInfo,

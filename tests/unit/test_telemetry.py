@@ -21,7 +21,6 @@ from clusterbench.assemble import RunMeta, assemble_results
 from clusterbench.config import ConfigError, build_run_config
 from clusterbench.hardware import gpu_telemetry
 from clusterbench.hardware.gpu_telemetry import AmdSmiReader, NvmlReader, open_reader
-from clusterbench.report.cells import Grid, format_value
 from clusterbench.report.figures import telemetry as telemetry_figures
 from clusterbench.report.sections import telemetry as telemetry_section
 from clusterbench.runspec import RunSpec
@@ -45,6 +44,7 @@ from clusterbench.schema import (
     ToolInfo,
 )
 from clusterbench.thresholds import Thresholds
+from clusterbench.views.cells import Grid, format_value
 from tests.fake_nvml import NOT_SUPPORTED, UNKNOWN, FakeNvml, NVMLError
 from tests.helpers import one_rank_ctx
 

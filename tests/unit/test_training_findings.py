@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusterbench.analysis import training
+from clusterbench.benchmarks.training import findings as training
 from clusterbench.schema import Finding, Measurement, ParamValue, Results, RunInfo, ToolInfo
 from clusterbench.thresholds import Thresholds
 

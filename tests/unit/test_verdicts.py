@@ -7,18 +7,22 @@ import math
 
 import pytest
 
-from clusterbench.analysis import gemm as gemm_analysis
 from clusterbench.analysis import hosts as hosts_analysis
-from clusterbench.analysis import memory as memory_analysis
-from clusterbench.analysis import transfer as transfer_analysis
-from clusterbench.analysis.gemm import (
+from clusterbench.analysis.hosts import unknown_sku_findings
+from clusterbench.benchmarks.gemm import findings as gemm_analysis
+from clusterbench.benchmarks.gemm.findings import (
     gemm_correctness_findings,
     gemm_efficiency_findings,
     mixed_precision_findings,
 )
-from clusterbench.analysis.hosts import unknown_sku_findings
-from clusterbench.analysis.memory import hbm_findings
-from clusterbench.analysis.transfer import host_device_findings, p2p_findings, pcie_findings
+from clusterbench.benchmarks.memory import findings as memory_analysis
+from clusterbench.benchmarks.memory.findings import hbm_findings
+from clusterbench.benchmarks.transfer import findings as transfer_analysis
+from clusterbench.benchmarks.transfer.findings import (
+    host_device_findings,
+    p2p_findings,
+    pcie_findings,
+)
 from clusterbench.config import Thresholds
 from clusterbench.registry import analyze
 from clusterbench.schema import (

@@ -10,15 +10,15 @@ import re
 import pytest
 
 from clusterbench import catalog, registry
-from clusterbench.analysis import weight_update as analysis
 from clusterbench.benchmarks.memory import MemoryMetrics
 from clusterbench.benchmarks.weight_update import WeightUpdateMetrics as W
+from clusterbench.benchmarks.weight_update import figures as figures
+from clusterbench.benchmarks.weight_update import findings as analysis
+from clusterbench.benchmarks.weight_update import section as section
 from clusterbench.benchmarks.weight_update.optimizers import OPTIMIZER_SPECS, bytes_per_param
-from clusterbench.report.figures import weight_update as figures
-from clusterbench.report.plots import PlotContext
-from clusterbench.report.sections import weight_update as section
 from clusterbench.schema import Finding, Measurement, Reference, Results, Stats
 from clusterbench.thresholds import Thresholds
+from clusterbench.views.plots import PlotContext
 from tests.unit.test_report_figures import check_figure, results_of, traces
 
 SPEC = Reference(value=4800.0, kind="spec_peak", source="NVIDIA H200 datasheet")
@@ -204,8 +204,8 @@ def two_layouts() -> list[Measurement]:
 
 def test_section_rows_and_the_times_grid() -> None:
     ms = two_layouts()
-    s = registry.get("weight_update").section(ms, False)
-    assert registry.get("weight_update").section is section.section
+    s = registry.get("weight_update").summary()(ms, False)
+    assert registry.get("weight_update").summary() is section.section
     rows = {r.what: r for r in s.rows}
     assert set(rows) == {
         "adamw_fused, fp32 (28 B/param)", "sgd_foreach, fp32 (20 B/param)",

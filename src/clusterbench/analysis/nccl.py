@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from clusterbench.schema import Finding, NcclRankInfo, Results
+from clusterbench.thresholds import Thresholds
 
 __all__ = ["nccl_findings"]
 
 _FAST_LOCAL = ("P2P", "NVLS")
 
 
-def nccl_findings(results: Results) -> list[Finding]:
+def nccl_findings(results: Results, thresholds: Thresholds | None = None) -> list[Finding]:
     """Per rank: the transports NCCL chose (info); intra-node traffic off P2P/NVLink -> warn."""
     gpus_per_host = {h.hostname: len(h.gpus) for h in results.hosts}
     out: list[Finding] = []

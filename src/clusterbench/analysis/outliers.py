@@ -25,7 +25,7 @@ from clusterbench.analysis._common import dev_label, shared_cpu_hosts
 from clusterbench.benchmarks.gemm import GemmMetrics
 from clusterbench.benchmarks.transfer import TransferMetrics
 from clusterbench.metrics import Direction, Metric, direction_of
-from clusterbench.schema import Finding, Measurement, ParamValue
+from clusterbench.schema import Finding, Measurement, ParamValue, Results
 from clusterbench.thresholds import Thresholds
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "SPREAD_SIGMAS",
     "log_spread",
     "noise_limit",
+    "outlier_findings",
     "outside_noise",
     "peer_outliers",
     "pooled_cv",
@@ -400,3 +401,13 @@ def _fix(o: _Outlier) -> str:
     if kind == "cpu":
         return _CPU_FIX
     return _FIXES.get(o.benchmark, _DEFAULT_FIX).format(index=index or "N")
+
+
+def outlier_findings(results: Results, thresholds: Thresholds) -> list[Finding]:
+    """Each device against its peers (:func:`peer_outliers`) at ``thresholds``' limits."""
+    return peer_outliers(
+        results.measurements,
+        mads=thresholds.outlier_mads,
+        min_rel=thresholds.outlier_min_rel,
+        sigmas=thresholds.outlier_spread_sigmas,
+    )

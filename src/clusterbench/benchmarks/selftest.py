@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from clusterbench.metrics import Metric, MetricSet
+from clusterbench.registry import Benchmark
 from clusterbench.schema import Measurement
 
 if TYPE_CHECKING:
     from clusterbench.runtime.dist import DistContext
 
-__all__ = ["SelftestConfig", "SelftestMetrics", "selftest"]
+__all__ = ["BENCHMARK", "SelftestConfig", "SelftestMetrics", "selftest"]
 
 Mode = Literal["raise", "exit", "hang"]
 
@@ -79,3 +80,13 @@ def _fail(mode: Mode, rank: int) -> None:
         os._exit(17)
     while True:  # hang: only the per-benchmark timeout ends this
         time.sleep(1)
+
+
+BENCHMARK = Benchmark(
+    name="selftest",
+    level=0,
+    scope="per_device",
+    run=selftest,
+    settings=SelftestConfig,
+    metrics=SelftestMetrics,
+)

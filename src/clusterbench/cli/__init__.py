@@ -22,8 +22,7 @@ from clusterbench.cli._common import (
     _usage_error,
     app,
 )
-from clusterbench.config import ConfigError
-from clusterbench.runspec import EXIT_RUN_ERROR
+from clusterbench.exits import EXIT_RUN_ERROR, ConfigError
 from clusterbench.thresholds import Thresholds
 
 if TYPE_CHECKING:
@@ -731,8 +730,8 @@ def _with_baseline(
     import dataclasses
 
     from clusterbench import baselines
+    from clusterbench.exits import EXIT_FAIL_FINDING, EXIT_OK
     from clusterbench.finalize import ResultsWriteError, write_results
-    from clusterbench.runspec import EXIT_FAIL_FINDING, EXIT_OK
 
     results = outcome.results
     if results is None or outcome.error is not None:

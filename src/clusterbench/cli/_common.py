@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from clusterbench.runspec import EXIT_USAGE
+from clusterbench.exits import EXIT_USAGE
 from clusterbench.thresholds import Thresholds
 
 __all__ = ["_compare_thresholds", "_console", "_first_line", "_split", "_usage_error", "app"]

@@ -7,12 +7,15 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from clusterbench.cli._common import _console, _usage_error
-from clusterbench.runspec import EXIT_FAIL_FINDING, EXIT_OK
-from clusterbench.schema import Finding
+from clusterbench.exits import EXIT_FAIL_FINDING, EXIT_OK
+
+if TYPE_CHECKING:
+    from clusterbench.schema import Finding
 
 __all__ = ["DOCTOR_HELP", "run_doctor"]
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from clusterbench.cli._common import _split, _usage_error, app
-from clusterbench.runspec import EXIT_RUN_ERROR
+from clusterbench.exits import EXIT_RUN_ERROR
 
 if TYPE_CHECKING:
     from clusterbench.schema import Results

@@ -45,8 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from clusterbench.doctor.placement import LAUNCHER_VARIABLE
+from clusterbench.exits import EXIT_RUN_ERROR, EXIT_USAGE
 from clusterbench.launchers import LaunchSpec
-from clusterbench.runspec import EXIT_RUN_ERROR, EXIT_USAGE, default_run_dir
+from clusterbench.runspec import default_run_dir
 
 __all__ = ["RankOutcome", "gcs_unreachable", "run_on_ray", "worker_argv"]
 

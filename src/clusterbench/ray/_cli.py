@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
+from clusterbench.exits import EXIT_USAGE
 from clusterbench.launchers import LaunchSpec, parse_env
-from clusterbench.runspec import EXIT_USAGE
 
 __all__ = ["app", "main"]
 

@@ -17,10 +17,10 @@ from rich.text import Text
 
 from clusterbench.analysis.compare import Comparison, ComparisonRow, RunRef
 from clusterbench.analysis.compare_rule import MIN_RUNS
-from clusterbench.report.cells import format_value, sorted_findings
 from clusterbench.report.console import print_findings, severity_counts
 from clusterbench.schema import ParamValue
 from clusterbench.units import format_bytes
+from clusterbench.views.cells import format_value, sorted_findings
 
 __all__ = ["comparison_markdown", "render_comparison", "row_cells"]
 

@@ -15,7 +15,11 @@ from rich.table import Table
 from rich.text import Text
 
 from clusterbench.report.advice import ADVICE_TITLE, advice_table
-from clusterbench.report.cells import (
+from clusterbench.report.drain import drain_lines, run_drain_list
+from clusterbench.report.sections.soak import soak_line
+from clusterbench.report.timing import time_line
+from clusterbench.schema import Finding, Results
+from clusterbench.views.cells import (
     Grid,
     Matrix,
     Section,
@@ -26,10 +30,6 @@ from clusterbench.report.cells import (
     rows_layout,
     sorted_findings,
 )
-from clusterbench.report.drain import drain_lines, run_drain_list
-from clusterbench.report.sections.soak import soak_line
-from clusterbench.report.timing import time_line
-from clusterbench.schema import Finding, Results
 
 __all__ = ["render_summary"]
 

@@ -17,7 +17,7 @@ from rich.text import Text
 from clusterbench.analysis.trend import ChangePoint, Trend, param_text
 from clusterbench.history import RunRow
 from clusterbench.metrics import Direction, better_direction, declared
-from clusterbench.report.cells import format_value
+from clusterbench.views.cells import format_value
 
 __all__ = ["import_progress", "render_runs", "render_trends", "runs_json", "trends_json"]
 

@@ -24,7 +24,6 @@ from typing import Any
 
 from clusterbench.analysis.compare import Comparison
 from clusterbench.report.advice import ADVICE_TITLE
-from clusterbench.report.cells import Grid, Matrix, Section
 from clusterbench.report.drain import drain_html, run_drain_list
 from clusterbench.report.html_assets import CSS, DRAW_JS, PLOTLY_CONFIG, SORT_JS, plotly_js
 from clusterbench.report.html_compare import comparison_block
@@ -36,8 +35,9 @@ from clusterbench.report.html_header import (
     wall_time_block,
 )
 from clusterbench.report.html_tables import section_tables, table_of
-from clusterbench.report.plots import Plot
 from clusterbench.schema import Results
+from clusterbench.views.cells import Grid, Matrix, Section
+from clusterbench.views.plots import Plot
 
 __all__ = ["FETCHING_TRACES", "render_html"]
 

@@ -11,9 +11,9 @@ from collections.abc import Iterable, Sequence
 from html import escape
 
 from clusterbench.report.advice import ADVICE_HEADER, advice_table
-from clusterbench.report.cells import error_where
 from clusterbench.report.html_tables import Cell, findings_table, table
 from clusterbench.schema import CpuInfo, ErrorRecord, Finding, GpuInfo, HostInfo, NicInfo, Results
+from clusterbench.views.cells import error_where
 
 __all__ = [
     "advice_block",

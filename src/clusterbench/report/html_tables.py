@@ -12,7 +12,8 @@ import re
 from collections.abc import Iterable, Sequence
 from html import escape
 
-from clusterbench.report.cells import (
+from clusterbench.schema import SEVERITY_ORDER, Finding
+from clusterbench.views.cells import (
     Grid,
     Matrix,
     Row,
@@ -23,7 +24,6 @@ from clusterbench.report.cells import (
     rows_layout,
     sorted_findings,
 )
-from clusterbench.schema import SEVERITY_ORDER, Finding
 
 __all__ = [
     "Cell",

@@ -6,7 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from clusterbench.report.advice import ADVICE_HEADER, ADVICE_TITLE, advice_table
-from clusterbench.report.cells import (
+from clusterbench.report.drain import drain_markdown, run_drain_list
+from clusterbench.report.timing import time_line
+from clusterbench.schema import ErrorRecord, Results
+from clusterbench.units import format_seconds
+from clusterbench.views.cells import (
     Grid,
     Matrix,
     Section,
@@ -17,10 +21,6 @@ from clusterbench.report.cells import (
     row_header,
     sorted_findings,
 )
-from clusterbench.report.drain import drain_markdown, run_drain_list
-from clusterbench.report.timing import time_line
-from clusterbench.schema import ErrorRecord, Results
-from clusterbench.units import format_seconds
 
 __all__ = ["render_markdown"]
 

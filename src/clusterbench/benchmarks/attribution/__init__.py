@@ -1,6 +1,7 @@
 """The ``attribution`` benchmark: its measurement (:mod:`.measure`), its settings and metrics
 (:mod:`.settings`, no torch) and its cost model (:mod:`.cost`)."""
 
+from clusterbench.benchmarks.attribution.cost import MODEL
 from clusterbench.benchmarks.attribution.settings import (
     ACCUM_MIN_RISE_PCT,
     AttributionConfig,
@@ -8,11 +9,29 @@ from clusterbench.benchmarks.attribution.settings import (
     AttributionModel,
     sweep_counts,
 )
+from clusterbench.registry import FROM_STANDARD, Benchmark
 
 __all__ = [
     "ACCUM_MIN_RISE_PCT",
+    "BENCHMARK",
     "AttributionConfig",
     "AttributionMetrics",
     "AttributionModel",
     "sweep_counts",
 ]
+
+BENCHMARK = Benchmark(
+    name="attribution",
+    level=3,
+    scope="workload",
+    suites=FROM_STANDARD,
+    settings_from="training",
+    run="clusterbench.benchmarks.attribution.measure:attribution",
+    description=("Step time split into compute, memory, communication and coordination, per rank."),
+    settings=AttributionConfig,
+    metrics=AttributionMetrics,
+    budget=MODEL,
+    findings="clusterbench.benchmarks.attribution.findings:findings",
+    section="clusterbench.benchmarks.attribution.section:section",
+    figures="clusterbench.benchmarks.attribution.figures:figures",
+)

@@ -8,7 +8,7 @@ with a trace each.  A step's seconds are training's (:func:`.training.budget.ste
 
 from __future__ import annotations
 
-from clusterbench.benchmarks.attribution import AttributionConfig, sweep_counts
+from clusterbench.benchmarks.attribution.settings import AttributionConfig, sweep_counts
 from clusterbench.benchmarks.budget import (
     BudgetModel,
     Estimate,

@@ -2,6 +2,7 @@
 (:mod:`.settings`, no torch), the per-op facts (:mod:`.facts`, no torch: bus factor, buffer
 sizes, the size sweep) and its cost model (:mod:`.cost`)."""
 
+from clusterbench.benchmarks.collectives.cost import MODEL
 from clusterbench.benchmarks.collectives.settings import (
     MODES,
     TUNE_ALGOS,
@@ -14,8 +15,10 @@ from clusterbench.benchmarks.collectives.settings import (
     TuneOp,
     TuneProto,
 )
+from clusterbench.registry import ALL_SUITES, Benchmark
 
 __all__ = [
+    "BENCHMARK",
     "MODES",
     "TUNE_ALGOS",
     "TUNE_OPS",
@@ -27,3 +30,20 @@ __all__ = [
     "TuneOp",
     "TuneProto",
 ]
+
+BENCHMARK = Benchmark(
+    name="collectives",
+    level=2,
+    scope="collective",
+    suites=ALL_SUITES,
+    run="clusterbench.benchmarks.collectives.measure:collectives",
+    description=(
+        "Collective busbw / algbw (GB/s) and latency per op, size and group (nccl-tests style)."
+    ),
+    settings=CollectivesConfig,
+    metrics=CollectivesMetrics,
+    budget=MODEL,
+    findings="clusterbench.benchmarks.collectives.findings:findings",
+    section="clusterbench.benchmarks.collectives.section:section",
+    figures="clusterbench.benchmarks.collectives.figures:figures",
+)

@@ -33,7 +33,7 @@ Rank 0 records per op, size and setting ``tune_latency_us`` (the median over rep
 per-repeat mean over ranks; each repeat ``iters`` ops back to back; ``stats.values`` the
 repeats, the default's before then after) and ``tune_busbw``, with the setting, whether the log
 confirmed it and what the log said in params; whether a setting beats the default is
-:mod:`clusterbench.analysis.nccl_tune`'s to say.
+:mod:`clusterbench.benchmarks.collectives.tune_analysis`'s to say.
 """
 
 from __future__ import annotations

@@ -29,13 +29,13 @@ from clusterbench.benchmarks.budget import (
     drop_cut,
     halve_cut,
 )
-from clusterbench.benchmarks.dataloader import DataloaderConfig
 from clusterbench.benchmarks.dataloader.kinds import (
     SERIAL_MARGIN,
     SMALL_CNN,
     small_cnn_flops,
     worker_counts,
 )
+from clusterbench.benchmarks.dataloader.settings import DataloaderConfig
 from clusterbench.benchmarks.training.budget import MODEL as TRAINING_MODEL
 from clusterbench.benchmarks.training.budget import flops_per_sample, step_seconds
 from clusterbench.runtime.cores import cores_per_rank

@@ -1,6 +1,7 @@
 """The ``gemm`` benchmark: dense matrix-multiply throughput per device (:mod:`.measure`), its
 settings and metrics (:mod:`.settings`, no torch) and its cost model (:mod:`.cost`)."""
 
+from clusterbench.benchmarks.gemm.cost import MODEL
 from clusterbench.benchmarks.gemm.settings import (
     DTYPES,
     TOLERANCE,
@@ -10,8 +11,10 @@ from clusterbench.benchmarks.gemm.settings import (
     check_shape_lists,
     parse_shape,
 )
+from clusterbench.registry import ALL_SUITES, Benchmark
 
 __all__ = [
+    "BENCHMARK",
     "DTYPES",
     "TOLERANCE",
     "Dtype",
@@ -20,3 +23,18 @@ __all__ = [
     "check_shape_lists",
     "parse_shape",
 ]
+
+BENCHMARK = Benchmark(
+    name="gemm",
+    level=1,
+    scope="per_device",
+    suites=ALL_SUITES,
+    run="clusterbench.benchmarks.gemm.measure:gemm",
+    description="Matrix-multiply TFLOP/s per dtype over a sweep of shapes (best and geomean).",
+    settings=GemmConfig,
+    metrics=GemmMetrics,
+    budget=MODEL,
+    findings="clusterbench.benchmarks.gemm.findings:findings",
+    section="clusterbench.benchmarks.gemm.section:section",
+    figures="clusterbench.benchmarks.gemm.figures:figures",
+)

@@ -20,7 +20,7 @@ from clusterbench.benchmarks.budget import (
     drop_cut,
     halve_cut,
 )
-from clusterbench.benchmarks.gemm import DTYPES, Dtype, GemmConfig, parse_shape
+from clusterbench.benchmarks.gemm.settings import DTYPES, Dtype, GemmConfig, parse_shape
 
 __all__ = ["MODEL", "estimate"]
 

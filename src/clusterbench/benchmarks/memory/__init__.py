@@ -1,11 +1,28 @@
 """The ``memory`` benchmark: its measurement (:mod:`.measure`), its settings and metrics
 (:mod:`.settings`, no torch) and its cost model (:mod:`.cost`)."""
 
+from clusterbench.benchmarks.memory.cost import MODEL
 from clusterbench.benchmarks.memory.settings import (
     OPS,
     MemoryConfig,
     MemoryMetrics,
     Op,
 )
+from clusterbench.registry import ALL_SUITES, Benchmark
 
 __all__ = ["OPS", "MemoryConfig", "MemoryMetrics", "Op"]
+
+BENCHMARK = Benchmark(
+    name="memory",
+    level=1,
+    scope="per_device",
+    suites=ALL_SUITES,
+    run="clusterbench.benchmarks.memory.measure:memory",
+    description="Device memory bandwidth (GB/s): copy, read and write of large buffers.",
+    settings=MemoryConfig,
+    metrics=MemoryMetrics,
+    budget=MODEL,
+    findings="clusterbench.benchmarks.memory.findings:findings",
+    section="clusterbench.benchmarks.memory.section:section",
+    figures="clusterbench.benchmarks.memory.figures:figures",
+)

@@ -18,7 +18,7 @@ from clusterbench.benchmarks.budget import (
     drop_cut,
     halve_cut,
 )
-from clusterbench.benchmarks.memory import MemoryConfig
+from clusterbench.benchmarks.memory.settings import MemoryConfig
 from clusterbench.units import format_bytes
 
 __all__ = ["MODEL", "copy_rate", "estimate"]

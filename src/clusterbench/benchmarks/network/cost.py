@@ -17,7 +17,7 @@ from clusterbench.benchmarks.budget import (
     halve_cut,
     halve_seconds_cut,
 )
-from clusterbench.benchmarks.network import NetworkConfig
+from clusterbench.benchmarks.network.settings import NetworkConfig
 from clusterbench.benchmarks.pair_plan import planned_rounds
 
 __all__ = ["MODEL", "estimate"]

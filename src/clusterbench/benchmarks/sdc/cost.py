@@ -20,7 +20,7 @@ from clusterbench.benchmarks.budget import (
 )
 from clusterbench.benchmarks.gemm.cost import CPU_TFLOPS, SPEC_FRACTION
 from clusterbench.benchmarks.gemm.cost import MODEL as GEMM_MODEL
-from clusterbench.benchmarks.sdc import SdcConfig
+from clusterbench.benchmarks.sdc.settings import SdcConfig
 
 __all__ = ["DRAW_M_PER_S", "MODEL", "estimate"]
 

@@ -9,3 +9,26 @@ world sizes, groups, the series), :mod:`.sweeps` (the combination and accumulati
 :mod:`.formulas` (MFU, scaling efficiency), and :mod:`.settings` (``TrainingConfig``, the
 cases and ``TrainingMetrics``).
 """
+
+from clusterbench.benchmarks.training.budget import MODEL
+from clusterbench.benchmarks.training.settings import TrainingConfig, TrainingMetrics
+from clusterbench.registry import FROM_STANDARD, Benchmark
+
+__all__ = ["BENCHMARK"]
+
+BENCHMARK = Benchmark(
+    name="training",
+    level=3,
+    scope="workload",
+    suites=FROM_STANDARD,
+    run="clusterbench.benchmarks.training.bench:training",
+    description=(
+        "Training throughput, MFU, memory and scaling efficiency of a model and strategy."
+    ),
+    settings=TrainingConfig,
+    metrics=TrainingMetrics,
+    budget=MODEL,
+    findings="clusterbench.benchmarks.training.findings:findings",
+    section="clusterbench.benchmarks.training.section:section",
+    figures="clusterbench.benchmarks.training.figures:figures",
+)

@@ -17,7 +17,7 @@ from clusterbench.benchmarks.budget import (
     drop_cut,
     halve_cut,
 )
-from clusterbench.benchmarks.transfer import TransferConfig
+from clusterbench.benchmarks.transfer.settings import TransferConfig
 from clusterbench.units import format_bytes
 
 __all__ = ["MODEL", "estimate"]

@@ -1,9 +1,29 @@
 """The ``weight_update`` benchmark: its measurement (:mod:`.measure`), its settings and metrics
 (:mod:`.settings`, no torch) and its cost model (:mod:`.cost`)."""
 
+from clusterbench.benchmarks.weight_update.cost import MODEL
 from clusterbench.benchmarks.weight_update.settings import (
     WeightUpdateConfig,
     WeightUpdateMetrics,
 )
+from clusterbench.registry import FROM_STANDARD, Benchmark
 
 __all__ = ["WeightUpdateConfig", "WeightUpdateMetrics"]
+
+BENCHMARK = Benchmark(
+    name="weight_update",
+    level=3,
+    scope="per_device",
+    suites=FROM_STANDARD,
+    settings_from="training",
+    run="clusterbench.benchmarks.weight_update.measure:weight_update",
+    description=(
+        "Optimizer step alone (GB/s of the bytes it must move), per optimizer and layout."
+    ),
+    settings=WeightUpdateConfig,
+    metrics=WeightUpdateMetrics,
+    budget=MODEL,
+    findings="clusterbench.benchmarks.weight_update.findings:findings",
+    section="clusterbench.benchmarks.weight_update.section:section",
+    figures="clusterbench.benchmarks.weight_update.figures:figures",
+)

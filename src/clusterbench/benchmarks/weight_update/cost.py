@@ -20,7 +20,7 @@ from clusterbench.benchmarks.budget import (
 from clusterbench.benchmarks.memory.cost import MODEL as MEMORY_MODEL
 from clusterbench.benchmarks.memory.cost import copy_rate
 from clusterbench.benchmarks.training.budget import num_params
-from clusterbench.benchmarks.weight_update import WeightUpdateConfig
+from clusterbench.benchmarks.weight_update.settings import WeightUpdateConfig
 
 __all__ = ["MODEL", "estimate"]
 

@@ -2,7 +2,7 @@
 ``figures(measurements, ctx) -> list[Plot]``, named by the benchmark's declaration in
 :mod:`clusterbench.catalog` (``Benchmark.figures``).
 
-Figures are plotly's JSON form as plain dicts (:class:`~clusterbench.report.plots.Plot`), built
+Figures are plotly's JSON form as plain dicts (:class:`~clusterbench.views.plots.Plot`), built
 by the rules of :mod:`._common`:
 
 - every value drawn is a measurement's own ``value`` (bars, curve points and heatmap cells;

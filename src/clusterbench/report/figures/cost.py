@@ -13,10 +13,10 @@ from pathlib import Path
 from clusterbench.analysis.cost import CostTable, cost_table
 from clusterbench.analysis.cost_prices import HOURS_PER_MONTH, OnPremOffer
 from clusterbench.analysis.cost_scale import NoThroughput
-from clusterbench.report.figures._common import Trace, axis, color, figure, layout
-from clusterbench.report.plots import Plot
 from clusterbench.report.sections import cost as sections
 from clusterbench.schema import Results
+from clusterbench.views.figures import Trace, axis, color, figure, layout
+from clusterbench.views.plots import Plot
 
 __all__ = ["figures", "spend_after"]
 

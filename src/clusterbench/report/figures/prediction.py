@@ -12,11 +12,14 @@ section's own (:mod:`clusterbench.report.sections.prediction`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from clusterbench.analysis.prediction import Prediction
 from clusterbench.analysis.scaling_model import StepPrediction, Strategy
 from clusterbench.benchmarks.training.settings import TrainingMetrics as _T
-from clusterbench.report.figures._common import (
+from clusterbench.report.sections import prediction as sections
+from clusterbench.schema import Measurement, Results
+from clusterbench.views.figures import (
     MARK_COLOR,
     REFERENCE_COLOR,
     Trace,
@@ -26,16 +29,14 @@ from clusterbench.report.figures._common import (
     layout,
     reference_line,
 )
-from clusterbench.report.plots import Plot
-from clusterbench.report.sections import prediction as sections
-from clusterbench.schema import Measurement, Results
+from clusterbench.views.plots import Plot
 
 __all__ = ["figures"]
 
 _STRATEGY_COLORS = {"ddp": "#0072B2", "fsdp": "#E69F00"}
 
 
-def figures(results: Results) -> list[Plot]:
+def figures(results: Results, run_dir: Path | None = None) -> list[Plot]:
     """Efficiency and step time against the GPU count ([] when there is no prediction)."""
     p = sections.run_prediction(results)
     if not isinstance(p, Prediction):

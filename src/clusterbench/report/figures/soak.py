@@ -8,12 +8,13 @@ shown`): a plot per figure (benchmark, metric and params), at most :data:`MAX_PL
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
 from clusterbench.analysis.soak_telemetry import DeviceRounds, round_telemetry
-from clusterbench.report.figures._common import axis, color, figure, layout
-from clusterbench.report.plots import Plot
 from clusterbench.report.sections.soak import Shown, shown
 from clusterbench.schema import Results
+from clusterbench.views.figures import axis, color, figure, layout
+from clusterbench.views.plots import Plot
 
 __all__ = ["MAX_PLOTS", "figures"]
 
@@ -22,7 +23,7 @@ MAX_LINES = 8
 """Devices drawn in one plot (drifted ones first)."""
 
 
-def figures(results: Results) -> list[Plot]:
+def figures(results: Results, run_dir: Path | None = None) -> list[Plot]:
     if results.run.soak is None:
         return []
     items, _ = shown(results)

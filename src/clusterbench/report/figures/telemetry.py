@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from clusterbench.hardware.gpu_telemetry import LIMITING_REASONS, reason_names
-from clusterbench.report.cells import Grid, format_value
-from clusterbench.report.figures._common import MARK_COLOR, Trace, axis, figure, layout
-from clusterbench.report.plots import Plot
 from clusterbench.runtime.telemetry import Sample, read_series
 from clusterbench.schema import Results, TelemetrySummary, TelemetryWindow
+from clusterbench.views.cells import Grid, format_value
+from clusterbench.views.figures import MARK_COLOR, Trace, axis, figure, layout
+from clusterbench.views.plots import Plot
 
-__all__ = ["MAX_DEVICES", "benchmarks_with_telemetry", "figures"]
+__all__ = ["MAX_DEVICES", "benchmarks_with_telemetry", "by_benchmark", "figures"]
 
 MAX_DEVICES = 8
 """Devices drawn in one figure; the table lists every one."""
@@ -184,3 +184,8 @@ def _row(w: TelemetryWindow, *, multi_host: bool) -> tuple[str, ...]:
         format_value(s.temp_c_max),
         reasons or "none",
     )
+
+
+def by_benchmark(results: Results, run_dir: Path | None = None) -> dict[str, list[Plot]]:
+    """Each benchmark with telemetry -> its telemetry figures (after the benchmark's own)."""
+    return {name: figures(results, name, run_dir) for name in benchmarks_with_telemetry(results)}

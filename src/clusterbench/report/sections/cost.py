@@ -22,9 +22,9 @@ from clusterbench.analysis.cost import CostTable, cost_table
 from clusterbench.analysis.cost_export import with_cost
 from clusterbench.analysis.cost_prices import CostRequest
 from clusterbench.analysis.cost_scale import PER_TEXT, NoThroughput
-from clusterbench.report.cells import Grid, Section, format_value
 from clusterbench.schema import Results
 from clusterbench.units import format_seconds
+from clusterbench.views.cells import Grid, Section, format_value
 
 __all__ = [
     "COST_FILE",

@@ -4,10 +4,11 @@ nearest NIC, NVLink domain), from doctor's facts; one row per node past a few no
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from clusterbench.analysis.placement_facts import RankPlacement, placements, ranks_text
-from clusterbench.report.cells import Grid, Section
 from clusterbench.schema import Results
+from clusterbench.views.cells import Grid, Section
 
 __all__ = ["MAX_RANK_ROWS", "section"]
 
@@ -57,7 +58,7 @@ def _node_row(ps: Sequence[RankPlacement]) -> tuple[str, ...]:
     )
 
 
-def section(results: Results) -> Section | None:
+def section(results: Results, run_dir: Path | None = None) -> Section | None:
     """The placement table of the run; None without doctor's facts."""
     ranks = placements(results)
     if not ranks:

@@ -9,6 +9,8 @@ appends this section after the benchmarks' own (``section(results)``, not measur
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from clusterbench.analysis.prediction import (
     NIC_CEILING_GBPS,
     OUT_OF_REACH,
@@ -18,9 +20,9 @@ from clusterbench.analysis.prediction import (
 )
 from clusterbench.analysis.prediction_findings import signed_pct, sizes_text
 from clusterbench.analysis.prediction_inputs import Link
-from clusterbench.report.cells import Grid, Section, format_value
 from clusterbench.schema import Results
 from clusterbench.thresholds import run_thresholds
+from clusterbench.views.cells import Grid, Section, format_value
 
 __all__ = [
     "NAME",
@@ -50,7 +52,7 @@ def run_prediction(results: Results) -> Prediction | str | None:
         return str(exc)
 
 
-def section(results: Results) -> Section | None:
+def section(results: Results, run_dir: Path | None = None) -> Section | None:
     """The prediction's tables (None: it does not apply)."""
     got = run_prediction(results)
     if got is None:

@@ -9,14 +9,15 @@ from every round (the benchmarks' own sections show one round).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from clusterbench.analysis.soak import MIN_ROUNDS, Drift, Series, drift_of, soak_series
 from clusterbench.analysis.soak_findings import describe_drift, soak_seconds
 from clusterbench.analysis.soak_telemetry import DeviceRounds, round_telemetry
-from clusterbench.report.cells import Grid, Section, format_value
 from clusterbench.schema import Results
 from clusterbench.thresholds import Thresholds, run_thresholds
 from clusterbench.units import format_seconds
+from clusterbench.views.cells import Grid, Section, format_value
 
 __all__ = ["MAX_ROWS", "NAME", "Shown", "section", "shown", "soak_line"]
 
@@ -88,7 +89,7 @@ def _row(item: Shown, *, multi_host: bool) -> tuple[str, ...]:
     )
 
 
-def section(results: Results) -> Section | None:
+def section(results: Results, run_dir: Path | None = None) -> Section | None:
     """The soak's table (None outside a soak, or a soak that measured nothing)."""
     soak = results.run.soak
     if soak is None:

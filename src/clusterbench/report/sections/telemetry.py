@@ -5,10 +5,11 @@ benchmark's windows (one line a benchmark, however many GPUs)."""
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
 from clusterbench.hardware.gpu_telemetry import LIMITING_REASONS
-from clusterbench.report.cells import Grid, Section, format_value
 from clusterbench.schema import Results, TelemetrySummary, TelemetryWindow
+from clusterbench.views.cells import Grid, Section, format_value
 
 __all__ = ["NAME", "section"]
 
@@ -36,7 +37,7 @@ def _reasons(summaries: list[TelemetrySummary]) -> str:
     return ", ".join(f"{name} {share:.0%}" for name, share in ranked) or "none"
 
 
-def section(results: Results) -> Section | None:
+def section(results: Results, run_dir: Path | None = None) -> Section | None:
     """None when the run sampled no telemetry."""
     windows: dict[str, list[TelemetryWindow]] = defaultdict(list)
     for w in results.telemetry:

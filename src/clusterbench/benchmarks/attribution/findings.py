@@ -1,0 +1,301 @@
+"""Verdicts on the attribution benchmark: what the run is bound by and what to change, joined
+with the Level 1-3 evidence present in the same results; the straggler everyone waits for; and
+whether coordination idle rises past four accumulation steps (:mod:`.attribution_accum`).
+
+Pure functions: a :class:`~clusterbench.schema.Results` in, findings out.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from clusterbench.analysis._common import gpu_severity, scope_label, shared_cpu_hosts
+from clusterbench.analysis.outliers import robust_outliers
+from clusterbench.benchmarks.attribution import AttributionMetrics
+from clusterbench.benchmarks.attribution.accum import accum_idle_findings
+from clusterbench.benchmarks.collectives.findings import low_busbw_findings
+from clusterbench.benchmarks.dataloader import DataloaderMetrics
+from clusterbench.benchmarks.gemm import GemmMetrics
+from clusterbench.benchmarks.memory import MemoryMetrics
+from clusterbench.benchmarks.training.settings import TrainingMetrics
+from clusterbench.metrics import Metric
+from clusterbench.schema import Finding, Measurement, Results, Severity
+from clusterbench.thresholds import Thresholds
+
+__all__ = [
+    "CLASSES",
+    "Straggler",
+    "busy_time_outliers",
+    "find_straggler",
+    "findings",
+    "straggler_findings",
+    "verdict_findings",
+]
+
+CLASSES: tuple[Metric, ...] = (
+    AttributionMetrics.compute,
+    AttributionMetrics.memory,
+    AttributionMetrics.communication,
+    AttributionMetrics.coordination,
+)
+"""The four classes a step is split into (summing to 100%)."""
+_MIN_SPREAD_MS = 1.0
+"""A straggler also starts at least this many ms after the earliest rank."""
+_FIXES = {
+    "compute": (
+        "The GPUs are doing the model's math: raise the per-GPU batch, torch.compile "
+        "(--set training.compile=true), bf16, and faster kernels (FlashAttention, cuBLASLt); "
+        "beyond that only more or faster GPUs help."
+    ),
+    "memory": (
+        "Memory-bound kernels dominate: fuse elementwise work (torch.compile), use a fused "
+        "optimizer (AdamW fused=True) and fused norms, and a larger batch to raise intensity."
+    ),
+    "communication": (
+        "Overlap communication with backward (DDP bucket_cap_mb, FSDP2 prefetch), pick the "
+        "sharding by the network (DDP / zero1 move less than fsdp2 per step), raise the batch or "
+        "gradient accumulation, and check NCCL's transport (NCCL_DEBUG=INFO: NVLink/RDMA, not "
+        "sockets) and the collectives benchmark's busbw against the link."
+    ),
+    "coordination": (
+        "The GPUs wait: feed the input pipeline (DataLoader workers, pinned memory), find the "
+        "straggler (below) and its cause, and cut host launch overhead with CUDA graphs "
+        "(--set training.compile=true --set training.cuda_graphs=true; in your own code "
+        "torch.compile(mode='reduce-overhead'))."
+    ),
+}
+
+
+def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
+    """Every attribution verdict: the dominant class, the straggler, ranks busy for longer,
+    the accumulation sweep's statement."""
+    stragglers = straggler_findings(results, min_spread_pct=thresholds.straggler_min_spread_pct)
+    slow = busy_time_outliers(
+        results, mads=thresholds.outlier_mads, min_rel=thresholds.outlier_min_rel
+    )
+    verdict = verdict_findings(
+        results, stragglers=stragglers, min_busbw_efficiency=thresholds.busbw_min_efficiency
+    )
+    return [*verdict, *stragglers, *slow, *accum_idle_findings(results)]
+
+
+def _by_rank(source: Results | Iterable[Measurement]) -> dict[int, dict[Metric, Measurement]]:
+    """Per rank, its measurement of each metric over the profiled steps (rank_step=mean)."""
+    metrics = AttributionMetrics.all()
+    out: dict[int, dict[Metric, Measurement]] = defaultdict(dict)
+    ms = source.measurements if isinstance(source, Results) else source
+    for m in ms:  # in recorded order: the ranks' order shows in evidence
+        metric = next((x for x in metrics if x.matches(m)), None)
+        if metric is not None and m.params.get("rank_step", "mean") == "mean":
+            out[m.rank][metric] = m
+    return out
+
+
+def _ranks_with(
+    source: Results | Iterable[Measurement], *metrics: Metric
+) -> dict[int, dict[Metric, Measurement]]:
+    """:func:`_by_rank`, only the ranks that have every one of ``metrics``."""
+    return {r: ms for r, ms in _by_rank(source).items() if all(x in ms for x in metrics)}
+
+
+def _mean(ranks: dict[int, dict[Metric, Measurement]], metric: Metric) -> float:
+    values = [r[metric].value for r in ranks.values() if metric in r]
+    return statistics.fmean(values) if values else 0.0
+
+
+def verdict_findings(
+    results: Results, *, stragglers: list[Finding], min_busbw_efficiency: float
+) -> list[Finding]:
+    """The run's dominant class (mean over ranks) with its evidence and fix; the collectives'
+    busbw is quoted where it is below ``min_busbw_efficiency`` of the link."""
+    ranks = _ranks_with(results, *CLASSES)
+    if not ranks:
+        return []
+    shares = {c.name: _mean(ranks, c) for c in CLASSES}
+    bound = max(shares, key=lambda c: shares[c])
+    overlapped = _mean(ranks, AttributionMetrics.communication_overlapped)
+    units = "GPUs" if results.run.backend == "nccl" else "CPU ranks"
+    split = ", ".join(f"{c} {v:.0f}%" for c, v in shares.items())
+    label = "exposed communication" if bound == "communication" else bound
+    evidence = _evidence(
+        results, bound, stragglers=stragglers, min_busbw_efficiency=min_busbw_efficiency
+    )
+    message = (
+        f"This run is {bound}-bound: {shares[bound]:.0f}% {label} at {len(ranks)} {units} "
+        f"({split}; {overlapped:.0f}% communication overlapped)."
+        + "".join(f" {e}" for e in evidence)
+    )
+    return [
+        Finding(
+            id="attribution.verdict",
+            # on CPU workers the verdict describes the test machine: stated, not judged
+            severity=gpu_severity(results, "info" if bound == "compute" else "warn"),
+            scope="run",
+            message=message,
+            evidence={
+                "bound": bound,
+                "shares_pct": shares,
+                "overlapped_pct": overlapped,
+                "num_ranks": len(ranks),
+                "joined": evidence,
+            },
+            fix=_FIXES[bound],
+        )
+    ]
+
+
+def _evidence(
+    results: Results, bound: str, *, stragglers: list[Finding], min_busbw_efficiency: float
+) -> list[str]:
+    """One sentence per piece of Level 1-3 evidence that bears on ``bound``."""
+    if bound == "communication":
+        low = low_busbw_findings(results, min_efficiency=min_busbw_efficiency)
+        out = [f"Level 2: {f.message}" for f in low[:2]]
+        out += [f"NCCL on {i.host} rank {i.rank} uses {sorted(i.transports)}." for i in
+                results.nccl[:1] if i.transports]  # fmt: skip
+        return out
+    if bound == "compute":
+        mfu = TrainingMetrics.mfu.select(results)
+        gemm = [m for m in GemmMetrics.tflops_best.select(results) if m.reference]
+        out = [f"Level 3: MFU {max(m.value for m in mfu):.0f}%."] if mfu else []
+        if gemm:
+            eff = min(100 * m.value / m.reference.value for m in gemm if m.reference)
+            out.append(f"Level 1: the slowest GEMM reaches {eff:.0f}% of its spec peak.")
+        return out
+    if bound == "memory":
+        hbm = [m for m in MemoryMetrics.bandwidth.select(results) if m.reference]
+        return [
+            f"Level 1: HBM bandwidth {m.value:.0f} of {m.reference.value:.0f} {m.unit}."
+            for m in hbm[:1]
+            if m.reference
+        ]
+    busy = DataloaderMetrics.gpu_busy.select(results)
+    out = [f"Level 3: the device is {min(m.value for m in busy):.0f}% busy with the real "
+           "DataLoader."] if busy else []  # fmt: skip
+    return out + [s.message for s in stragglers[:1]]
+
+
+@dataclass(frozen=True, slots=True)
+class Straggler:
+    """The rank everyone waits for (:func:`find_straggler`)."""
+
+    rank: int
+    step_time: Measurement
+    """Its median profiled step time (which names its host and device)."""
+    lateness_ms: dict[int, float]
+    """Every rank's collective start lateness, ms."""
+    coordination_pct: dict[int, float]
+    """Every rank's coordination share of the step, %."""
+    step_ms: float
+    """The ranks' median step time."""
+
+
+def find_straggler(
+    measurements: Results | Iterable[Measurement], *, min_spread_pct: float
+) -> Straggler | None:
+    """The rank everyone waits for: it starts its collectives last, by a spread above
+    ``min_spread_pct`` of the step, and has the least coordination while the others wait."""
+    ranks = _ranks_with(
+        measurements,
+        AttributionMetrics.collective_start_lateness_ms,
+        AttributionMetrics.coordination,
+        AttributionMetrics.step_time_ms,
+    )
+    if len(ranks) < 2:
+        return None
+    late = {r: ms[AttributionMetrics.collective_start_lateness_ms].value for r, ms in ranks.items()}
+    rank = max(late, key=lambda r: late[r])
+    step_ms = statistics.median(ms[AttributionMetrics.step_time_ms].value for ms in ranks.values())
+    coordination = {r: ms[AttributionMetrics.coordination].value for r, ms in ranks.items()}
+    waits_least = coordination[rank] < min(v for r, v in coordination.items() if r != rank)
+    if late[rank] < max(_MIN_SPREAD_MS, step_ms * min_spread_pct / 100) or not waits_least:
+        return None
+    step_time = ranks[rank][AttributionMetrics.step_time_ms]
+    return Straggler(rank, step_time, late, coordination, step_ms)
+
+
+def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Finding]:
+    """The straggler (:func:`find_straggler`) -> fail (info among CPU ranks sharing a host)."""
+    found = find_straggler(results, min_spread_pct=min_spread_pct)
+    if found is None:
+        return []
+    rank, m, late = found.rank, found.step_time, found.lateness_ms
+    own = found.coordination_pct[rank]
+    others = [v for r, v in found.coordination_pct.items() if r != rank]
+    severity, note = _judged(results, m.host)
+    return [
+        Finding(
+            id="attribution.straggler",
+            severity=severity,
+            scope=scope_label(m.host, m.device),
+            message=(
+                f"Rank {rank} ({m.host} {m.device}) is the straggler: it starts its collectives "
+                f"{late[rank]:.1f} ms after the earliest rank (median; step {found.step_ms:.1f} "
+                f"ms), and spends {own:.0f}% of the step waiting while the others wait "
+                f"{statistics.fmean(others):.0f}%.{note}"
+            ),
+            evidence={
+                "rank": rank,
+                "host": m.host,
+                "device": m.device,
+                "lateness_ms": late,
+                "coordination_pct": found.coordination_pct,
+            },
+            fix=(
+                "Look at that GPU: clocks and throttling (nvidia-smi -q -d PERFORMANCE,CLOCK), "
+                "its Level 1 results against its peers, its host's CPU load and input pipeline; "
+                "its trace (traces/rank-NNNNN.pt.trace.json.gz) shows what it does while the "
+                "others wait."
+            ),
+        )
+    ]
+
+
+def _judged(results: Results, host: str) -> tuple[Severity, str]:
+    """A rank finding's severity, and what its message adds: fail, or info where ``host``'s
+    CPU ranks share its cores (they are then not judged against each other)."""
+    n = shared_cpu_hosts(results.measurements).get(host)
+    if n:
+        return "info", f" ({n} CPU ranks share the cores of {host}: reported, not judged.)"
+    return "fail", ""
+
+
+def busy_time_outliers(results: Results, *, mads: float, min_rel: float) -> list[Finding]:
+    """Per-rank step-time outliers. Synchronous training gives every rank the same wall step
+    (they wait for each other), so the busy part of the step (step x (100 - coordination)%)
+    is what differs: a rank whose busy time is ``mads`` scaled MADs and ``min_rel`` above the
+    others' median is slow in itself (needs 3 or more ranks)."""
+    ranks = _ranks_with(results, AttributionMetrics.coordination, AttributionMetrics.step_time_ms)
+    busy = {
+        r: ms[AttributionMetrics.step_time_ms].value
+        * (100.0 - ms[AttributionMetrics.coordination].value)
+        / 100.0
+        for r, ms in ranks.items()
+    }
+    out = []
+    for r in robust_outliers(busy, mads=mads, min_rel=min_rel, better="lower"):
+        value, median = busy[r], statistics.median(busy.values())
+        m = ranks[r][AttributionMetrics.step_time_ms]
+        severity, note = _judged(results, m.host)
+        out.append(
+            Finding(
+                id="attribution.slow_rank",
+                severity=severity,
+                scope=scope_label(m.host, m.device),
+                message=(
+                    f"Rank {r} ({m.host} {m.device}) is busy {value:.1f} ms per step against "
+                    f"the other ranks' median {median:.1f} ms ({value / median - 1:.0%} more): "
+                    f"the others wait for it at every synchronisation.{note}"
+                ),
+                evidence={"rank": r, "busy_ms": busy, "median_ms": median},
+                fix=(
+                    "Compare that GPU's Level 1 results (gemm, memory) with its peers, check its "
+                    "clocks and throttle reasons (nvidia-smi -q -d PERFORMANCE,CLOCK) and its "
+                    "host's CPU load; its trace shows which kernels take longer."
+                ),
+            )
+        )
+    return out

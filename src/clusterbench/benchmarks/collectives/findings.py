@@ -1,0 +1,304 @@
+"""Verdicts on the collectives benchmark: wrong results, low busbw, the slow node in node pairs.
+
+busbw is compared with the link the group crosses (nccl-tests, docs/reference.md): within one
+node what healthy NVLink of the SKU reaches for the op (``GpuSpec.busbw_achievable``), else its
+per-direction spec; across nodes each GPU's share of its node's NICs,
+``sum(NIC Gb/s) / 8 / GPUs per node`` (the rails of a node share its NICs).
+Only back-to-back timings at the largest size measured are judged (the busbw plateau).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from clusterbench.analysis.node_pairs import SlowPairs, slow_node_pairs, slow_pair_finding
+from clusterbench.analysis.outliers import SPREAD_SIGMAS, pooled_cv, repeat_cv
+from clusterbench.benchmarks.collectives import CollectivesMetrics
+from clusterbench.benchmarks.collectives.tune_findings import tune_findings
+from clusterbench.schema import Finding, HostInfo, Measurement, Results
+from clusterbench.thresholds import Thresholds
+from clusterbench.units import format_bytes
+
+__all__ = [
+    "NodePairBusbw",
+    "findings",
+    "inter_node_peak_gbps",
+    "low_busbw_findings",
+    "node_pair_busbw",
+    "node_pair_findings",
+    "wrong_result_findings",
+]
+
+_NIC_KINDS = frozenset({"infiniband", "roce", "efa", "ethernet"})
+_DOWN_STATES = frozenset({"down", "disabled", "polling", "init", "armed", "dormant"})
+
+
+def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
+    """Every collectives finding: wrong results (fail), low busbw (warn), slow node pair (fail),
+    and the NCCL tuning sweep's (:mod:`.nccl_tune_findings`)."""
+    return [
+        *wrong_result_findings(results),
+        *low_busbw_findings(results, min_efficiency=thresholds.busbw_min_efficiency),
+        *node_pair_findings(
+            results,
+            mads=thresholds.outlier_mads,
+            min_rel=thresholds.node_pair_min_rel,
+            sigmas=thresholds.outlier_spread_sigmas,
+        ),
+        *tune_findings(results),
+    ]
+
+
+def wrong_result_findings(results: Results) -> list[Finding]:
+    """Any wrong output element (nccl-tests #wrong > 0) -> fail, per op and group."""
+    out = []
+    for m in CollectivesMetrics.num_wrong.select(results):
+        if m.value <= 0:
+            continue
+        op, group = m.params.get("op"), m.params.get("group")
+        out.append(
+            Finding(
+                id="collectives.wrong_results",
+                severity="fail",
+                scope=f"group:{group}",
+                message=(
+                    f"{op} on group {group} produced {m.value:.0f} wrong elements over its size "
+                    "sweep: the collective corrupts data."
+                ),
+                evidence={
+                    "op": op,
+                    "group": group,
+                    "num_wrong": m.value,
+                    "dtype": m.params.get("dtype"),
+                },
+                fix=(
+                    "Rerun with NCCL_DEBUG=WARN and check the GPUs for memory or link errors "
+                    "(`nvidia-smi -q -d ECC,ROW_REMAPPER`, `dmesg | grep -i xid`, NIC error "
+                    "counters); pin the NCCL version and retry with NCCL_PROTO=Simple to isolate "
+                    "a protocol bug."
+                ),
+            )
+        )
+    return out
+
+
+# --- busbw against the link ------------------------------------------------------------------
+
+
+def _largest(ms: list[Measurement]) -> dict[tuple[Any, ...], Measurement]:
+    """Per (op, group, dtype), the back-to-back busbw at the largest size measured (the best
+    where the group measured it twice: a node pair the sparse plan measured again)."""
+    out: dict[tuple[Any, ...], Measurement] = {}
+    for m in ms:
+        if m.params.get("mode") != "back_to_back":
+            continue
+        key = (m.params.get("op"), m.params.get("group"), m.params.get("dtype"))
+        held = out.get(key)
+        if held is None or (_size(m), m.value) > (_size(held), held.value):
+            out[key] = m
+    return out
+
+
+def _size(m: Measurement) -> int:
+    size = m.params.get("size_bytes")
+    return size if isinstance(size, int) else 0
+
+
+def inter_node_peak_gbps(host: HostInfo) -> float | None:
+    """A GPU's share of its node's NICs, GB/s one way: sum(rate Gb/s) / 8 / GPUs (None if no
+    NIC rate or no GPU is known)."""
+    rates = [
+        n.rate_gbps
+        for n in host.nics
+        if n.kind in _NIC_KINDS and n.rate_gbps and (n.state or "up").lower() not in _DOWN_STATES
+    ]
+    if not rates or not host.gpus:
+        return None
+    return sum(rates) / 8 / len(host.gpus)  # Gb/s -> GB/s
+
+
+def _group_hosts(m: Measurement, results: Results) -> list[HostInfo]:
+    named = m.params.get("hosts")
+    names = set(str(named).split(",")) if named else {h.hostname for h in results.hosts}
+    if m.params.get("group_kind") == "intra_node" and not named:
+        names = {m.host}
+    return [h for h in results.hosts if h.hostname in names]
+
+
+@dataclass(frozen=True, slots=True)
+class _LinkPeak:
+    gbps: float
+    what: str
+    """What the peak is, for the message."""
+    nvlink: bool
+    """Within one node (NVLink), else across nodes (the NICs)."""
+
+
+def _link_peak(m: Measurement, results: Results) -> _LinkPeak | None:
+    """The one-way link peak the group's busbw is compared with, and what it is."""
+    kind = m.params.get("group_kind")
+    hosts = _group_hosts(m, results)
+    one_node = kind == "intra_node" or (kind == "world" and results.run.num_nodes == 1)
+    if one_node:
+        return _nvlink_reference(str(m.params.get("op")), hosts)
+    peaks = [p for p in map(inter_node_peak_gbps, hosts) if p is not None]
+    return _LinkPeak(min(peaks), "NIC rate per GPU", nvlink=False) if peaks else None
+
+
+def _nvlink_reference(op: str, hosts: list[HostInfo]) -> _LinkPeak | None:
+    """What healthy NVLink of this SKU reaches for ``op`` when known, else the raw spec.
+
+    No collective reaches the raw NVLink rate (2x H200: all_reduce 342 of 450 GB/s), so
+    judging against the spec would flag healthy nodes; the spec is the fallback only."""
+    specs = [g.spec for h in hosts for g in h.gpus if g.spec]
+    achievable = [s.busbw_achievable.get(op) for s in specs]
+    if specs and all(achievable):
+        best = min(a for a in achievable if a)
+        return _LinkPeak(best, f"busbw healthy {specs[0].sku} NVLink reaches", nvlink=True)
+    known = [s.nvlink_gbps_per_dir for s in specs if s.nvlink_gbps_per_dir]
+    return _LinkPeak(min(known), "NVLink spec per direction", nvlink=True) if known else None
+
+
+# Below this size busbw still climbs with size on fast links: too small to judge the link.
+MIN_JUDGED_BYTES = 64 * 2**20
+
+
+def low_busbw_findings(results: Results, *, min_efficiency: float) -> list[Finding]:
+    """busbw at the largest size below ``min_efficiency`` x the link's peak -> warn.
+
+    Skipped on CPU (gloo) runs, and where the peak is unknown (no NVLink spec, no NIC rate)."""
+    if results.run.backend != "nccl":
+        return []
+    out = []
+    for m in _largest(CollectivesMetrics.busbw.select(results)).values():
+        peak = _link_peak(m, results)
+        if peak is None or _size(m) < MIN_JUDGED_BYTES or m.value >= min_efficiency * peak.gbps:
+            continue
+        out.append(_low_busbw_finding(m, link=peak, min_efficiency=min_efficiency))
+    return out
+
+
+def _low_busbw_finding(m: Measurement, *, link: _LinkPeak, min_efficiency: float) -> Finding:
+    op, group, size = m.params.get("op"), m.params.get("group"), _size(m)
+    peak, what = link.gbps, link.what
+    fix = (
+        "Check NVLink health (`nvidia-smi nvlink --status`, `nvidia-smi topo -m`), that NCCL uses "
+        "P2P/NVLink (NCCL_DEBUG=INFO, no NCCL_P2P_DISABLE), and on NVSwitch systems the fabric "
+        "manager; compare with nccl-tests' all_reduce_perf."
+        if link.nvlink
+        else "Check that NCCL uses the RDMA NICs (NCCL_DEBUG=INFO shows NET/IB, not NET/Socket), "
+        "GPUDirect RDMA (nvidia-peermem loaded), NCCL_IB_HCA / NCCL_SOCKET_IFNAME, and the "
+        "NICs' link rate (`ibstat`); run `clusterbench run --only network`."
+    )
+    return Finding(
+        id="collectives.low_busbw",
+        severity="warn",
+        scope=f"group:{group}",
+        message=(
+            f"{op} on group {group} reaches {m.value:.1f} GB/s busbw at {format_bytes(size)}, "
+            f"{m.value / peak:.0%} of the {peak:.1f} GB/s {what} (threshold {min_efficiency:.0%})."
+        ),
+        evidence={
+            "op": op,
+            "group": group,
+            "size_bytes": size,
+            "busbw_gbps": m.value,
+            "peak_gbps": peak,
+            "peak_kind": what,
+            "efficiency": round(m.value / peak, 4),
+            "threshold": min_efficiency,
+        },
+        fix=fix,
+    )
+
+
+# --- node pairs -------------------------------------------------------------------------------
+
+_PAIR_FIX = (
+    "Check the named node's NICs and cables: `ibstat` (rate, state), port error "
+    "counters (`perfquery -x`), `ethtool -S`; compare its switch ports with the "
+    "others; drain it if the pairs stay slow."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NodePairBusbw:
+    """One op's busbw between node pairs: what :func:`node_pair_findings` judges."""
+
+    op: str
+    dtype: str
+    pairs: dict[tuple[str, str], Measurement]
+    """(node, node) -> its back-to-back busbw at the largest size that pair measured."""
+    spread: dict[tuple[str, str], float | None]
+    """Each pair's repeat CV (its blocking or graph timing's where back-to-back has none)."""
+    slow: SlowPairs | None
+    """The slow pairs and their common node (:func:`slow_node_pairs`); None when none is."""
+
+
+def node_pair_busbw(
+    measurements: Iterable[Measurement],
+    *,
+    mads: float,
+    min_rel: float,
+    sigmas: float = SPREAD_SIGMAS,
+) -> list[NodePairBusbw]:
+    """Per op and dtype, the node pairs' busbw at the largest size and the slow node among them
+    (scored by :func:`~clusterbench.analysis.node_pairs.slow_node_pairs`).
+
+    A pair's spread is the CV of its repeats at that op and size: back-to-back timing is one
+    sample, so the blocking (or graph) timing of the same pair, op and size stands in for it."""
+    pairs = [
+        m
+        for m in CollectivesMetrics.busbw.select(measurements)
+        if m.params.get("group_kind") == "node_pairs" and m.params.get("hosts")
+    ]
+    siblings: dict[tuple[Any, ...], list[float | None]] = defaultdict(list)
+    for m in pairs:
+        siblings[_pair_key(m)].append(repeat_cv(m))
+    by_op: dict[tuple[str, str], dict[tuple[str, str], Measurement]] = defaultdict(dict)
+    spread: dict[tuple[str, str], dict[tuple[str, str], float | None]] = defaultdict(dict)
+    for m in _largest(pairs).values():
+        hosts = str(m.params.get("hosts")).split(",")
+        if len(hosts) == 2:
+            key, pair = (str(m.params.get("op")), str(m.params.get("dtype"))), (hosts[0], hosts[1])
+            by_op[key][pair] = m
+            own = repeat_cv(m)
+            spread[key][pair] = own if own is not None else pooled_cv(siblings[_pair_key(m)])
+    out = []
+    for (op, dtype), op_pairs in by_op.items():
+        found = slow_node_pairs(
+            {p: m.value for p, m in op_pairs.items()},
+            mads=mads, min_rel=min_rel, spread=spread[(op, dtype)], sigmas=sigmas,
+        )  # fmt: skip
+        out.append(NodePairBusbw(op, dtype, op_pairs, spread[(op, dtype)], found))
+    return out
+
+
+def node_pair_findings(
+    results: Results, *, mads: float, min_rel: float, sigmas: float = SPREAD_SIGMAS
+) -> list[Finding]:
+    """Per op, node pairs whose busbw falls behind the others -> fail, naming the common node
+    (:func:`node_pair_busbw`)."""
+    return [
+        slow_pair_finding(
+            series.slow,
+            finding_id="collectives.slow_node_pair",
+            measured=f"{series.op} busbw",
+            unit="GB/s",
+            fix=_PAIR_FIX,
+            directed=False,
+            evidence={"op": series.op},
+        )
+        for series in node_pair_busbw(
+            results.measurements, mads=mads, min_rel=min_rel, sigmas=sigmas
+        )
+        if series.slow is not None
+    ]
+
+
+def _pair_key(m: Measurement) -> tuple[Any, ...]:
+    """What a node pair's timings in different modes share: op, dtype, nodes and size."""
+    return (m.params.get("op"), m.params.get("dtype"), m.params.get("hosts"), _size(m))
