@@ -73,9 +73,37 @@ def test_builtin_baseline_is_package_data_with_sources() -> None:
         assert e.sources and e.sources[0].startswith("docs/"), e
         doc = e.sources[0].split(",")[0]
         assert (ROOT / doc).exists(), doc
-        assert e.model == "NVIDIA H200" and e.params_match == "subset"
+        assert e.params_match == "subset" and e.median > 0
     mfu = [e for e in b.entries if e.metric == "mfu"]
     assert mfu and all(e.better == "higher" for e in mfu)
+    # every common GPU model, as its driver names it, with a bf16 GEMM figure and, but for the
+    # two PCIe cards of no NVLink board, an HBM copy and (8-GPU boards) a large all_reduce
+    models = {"NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H200", "NVIDIA B200",
+              "NVIDIA A100-SXM4-80GB", "NVIDIA L40S", "AMD Instinct MI300X",
+              "AMD Instinct MI300X VF"}  # fmt: skip
+    assert set(b.models()) == models
+
+    def figures(model: str) -> set[tuple[str, str]]:
+        return {(e.benchmark, str(e.params.get("dtype") or e.params.get("op")))
+                for e in b.entries if e.model == model}  # fmt: skip
+
+    for model in models:
+        assert ("gemm", "bf16") in figures(model) and ("memory", "copy") in figures(model), model
+    for model in models - {"NVIDIA H100 PCIe", "NVIDIA L40S"}:
+        assert ("collectives", "all_reduce") in figures(model), model
+    # where sources disagree, the lowest healthy figure: published figures below our own H200s'
+    h200 = {(e.benchmark, str(e.params.get("dtype") or e.params.get("op"))): e
+            for e in b.entries if e.model == "NVIDIA H200"}  # fmt: skip
+    assert (
+        h200[("memory", "copy")].median == 4010.0
+        and "the lowest" in h200[("memory", "copy")].sources[-1]
+    )
+    assert h200[("gemm", "fp8")].median == 1333.2
+    # each figure names its source in docs/reference.md's table
+    table = (ROOT / "docs/reference.md").read_text(encoding="utf-8")
+    for e in b.entries:
+        if e.sources[0].startswith("docs/reference.md"):
+            assert f"| {e.model} |" in table and f"{e.median:,.6g} {e.unit}" in table, e
 
 
 def h200_run(**figures: float) -> Results:
@@ -102,22 +130,36 @@ def h200_run(**figures: float) -> Results:
 
 
 def test_builtin_flags_an_h200_below_its_known_good_figures() -> None:
-    healthy = compare_baseline(builtin_baseline(), h200_run(gemm=786.0, copy=4265.0, h2d=54.0,
+    healthy = compare_baseline(builtin_baseline(), h200_run(gemm=786.0, copy=4100.0, h2d=54.0,
                                                             mfu=55.2), T)  # fmt: skip
     assert [r.verdict for r in healthy.rows] == ["unchanged"] * 4
     assert not healthy.findings
-    slow = compare_baseline(builtin_baseline(), h200_run(gemm=600.0, copy=3900.0, h2d=40.0,
+    slow = compare_baseline(builtin_baseline(), h200_run(gemm=600.0, copy=3700.0, h2d=40.0,
                                                          mfu=45.0), T)  # fmt: skip
     verdicts = {(r.benchmark, r.metric): (r.verdict, r.severity) for r in slow.rows}
     assert verdicts == {
         ("gemm", "tflops_best"): ("regression", "fail"),  # -23% of 780.8
-        ("memory", "bandwidth"): ("regression", "warn"),  # -8% of 4246
+        ("memory", "bandwidth"): ("regression", "warn"),  # -8% of 4010
         ("transfer", "bandwidth"): ("regression", "fail"),  # -26% of 54.2
         ("training", "mfu"): ("regression", "warn"),  # -18% of 54.9
     }
     gemm = next(r for r in slow.rows if r.benchmark == "gemm")
     assert gemm.base == 780.8 and "known-good: docs/results/H200.md" in gemm.noise
     assert slow.failed and slow.base.kind == "builtin"
+
+
+def test_builtin_has_known_good_figures_for_an_h100() -> None:
+    """An H100 SXM run is judged against its model's figures, not told there are none."""
+    run = h200_run(gemm=600.0, copy=2950.0, h2d=51.5)
+    run.hosts[0].gpus = [GpuInfo(index=0, name="NVIDIA H100 80GB HBM3")]
+    c = compare_baseline(builtin_baseline(), run, T)
+    verdicts = {r.benchmark: (r.verdict, r.base) for r in c.rows if r.verdict != "missing"}
+    assert verdicts == {
+        "gemm": ("regression", 794.5),  # -24% of MAMF's 794.5
+        "memory": ("unchanged", 2900.0),
+        "transfer": ("unchanged", 51.0),
+    }
+    assert "has no figure" not in c.note
 
 
 def test_builtin_matches_nothing_on_cpu() -> None:
