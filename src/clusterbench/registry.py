@@ -333,16 +333,16 @@ def summary_sections(results: Results, *, run_dir: Path | None = None) -> list[S
     return sections
 
 
-def _drawn(name: str, draw: Callable[..., Iterable[Plot]], *args: Any) -> list[Plot]:
+def _draw_or_say_why(name: str, draw: Callable[..., Iterable[Plot]], *args: Any) -> list[Plot]:
     """``draw(*args)``'s plots; one that raises gets one plot with no data whose note says what
     went wrong (the page shows such a plot as that line alone)."""
     try:
         return list(draw(*args))
     except Exception as exc:  # one benchmark's drawing must not lose the whole report
-        return _not_drawn(name, exc)
+        return _plot_saying_why(name, exc)
 
 
-def _not_drawn(name: str, exc: Exception) -> list[Plot]:
+def _plot_saying_why(name: str, exc: Exception) -> list[Plot]:
     from clusterbench.views.plots import Plot
 
     reason = " ".join(str(exc).split())[:300] or "no message"
@@ -384,12 +384,12 @@ def report_plots(
             thresholds=thresholds,
             base=None if base_by_benchmark is None else base_by_benchmark.get(name, []),
         )
-        plots[name] = _drawn(name, draw, ms, ctx)
+        plots[name] = _draw_or_say_why(name, draw, ms, ctx)
     for part in _RUN_PARTS.values():
         if part.figures is None:
             continue
         seen = full if part.every_round else results
-        drawn = _drawn_part(part.name, resolve(part.figures), seen, run_dir)
+        drawn = _draw_run_part(part.name, resolve(part.figures), seen, run_dir)
         if isinstance(drawn, list):
             if drawn:
                 plots[part.name] = drawn
@@ -399,12 +399,12 @@ def report_plots(
     return plots
 
 
-def _drawn_part(
+def _draw_run_part(
     name: str, draw: RunFiguresFn, results: Results, run_dir: Path | None
 ) -> list[Plot] | Mapping[str, list[Plot]]:
     """A run part's plots, as :func:`_drawn` guards a benchmark's."""
     try:
         drawn = draw(results, run_dir)
     except Exception as exc:  # one part's drawing must not lose the whole report
-        return _not_drawn(name, exc)
+        return _plot_saying_why(name, exc)
     return drawn if isinstance(drawn, Mapping) else list(drawn)

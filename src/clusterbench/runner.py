@@ -181,7 +181,7 @@ def run(
             raise ConfigError(str(exc)) from None
         local = int(os.environ.get("LOCAL_WORLD_SIZE", launcher.world_size))
         # every rank plans by itself: no history, so that they all fit the same settings
-        plan = _planned(spec, world_size=launcher.world_size, local_world_size=local,
+        plan = _plan_fitted_to_budget(spec, world_size=launcher.world_size, local_world_size=local,
                         history=False)  # fmt: skip
         if announce is not None and launcher.rank == 0:
             announce(plan)
@@ -192,7 +192,7 @@ def run(
     run_dir = None if plan_only else prepare_run_dir(out, workers=num_workers)
     if run_dir is not None:
         spec.run_dir, spec.run_id = str(run_dir), run_dir.name
-    plan = _planned(spec, world_size=num_workers, local_world_size=num_workers,
+    plan = _plan_fitted_to_budget(spec, world_size=num_workers, local_world_size=num_workers,
                     history=history if use_history else False)  # fmt: skip
     if announce is not None:
         announce(plan)
@@ -201,7 +201,7 @@ def run(
     return _launch(spec, num_workers=num_workers)
 
 
-def _planned(
+def _plan_fitted_to_budget(
     spec: RunSpec, *, world_size: int, local_world_size: int, history: Path | bool | None
 ) -> RunPlan:
     """The run's plan (``history``: the history's path, None its default, False none): the
@@ -422,11 +422,11 @@ def _launch(spec: RunSpec, *, num_workers: int) -> RunOutcome:
             interrupted=interrupted,
         )
     except ResultsWriteError as exc:  # a full or failing disk: the results live on in memory
-        return _unwritten(exc, run_dir)
+        return _outcome_of_unwritten_results(exc, run_dir)
     return RunOutcome(results=results, run_dir=run_dir, exit_code=exit_code_for(results))
 
 
-def _unwritten(exc: ResultsWriteError, run_dir: Path) -> RunOutcome:
+def _outcome_of_unwritten_results(exc: ResultsWriteError, run_dir: Path) -> RunOutcome:
     return RunOutcome(
         results=exc.results, run_dir=run_dir, exit_code=EXIT_RUN_ERROR, error=str(exc)
     )
@@ -443,7 +443,7 @@ def _join(spec: RunSpec, *, rank: int) -> RunOutcome:
     try:
         worker_main(spec)
     except ResultsWriteError as exc:  # rank 0 could not write the final results.json
-        return _unwritten(exc, Path(spec.run_dir))
+        return _outcome_of_unwritten_results(exc, Path(spec.run_dir))
     run_dir = Path(spec.run_dir)
     if rank != 0:
         return RunOutcome(results=None, run_dir=run_dir, exit_code=EXIT_OK)

@@ -21,7 +21,6 @@ from clusterbench.analysis.duration import (
 from clusterbench.assemble import benchmark_seconds
 from clusterbench.config import build_run_config
 from clusterbench.history import open_history
-from clusterbench.report.timing import expected_line
 from clusterbench.runner import RunPlan, expected_times, run_plan, timing_tables
 from clusterbench.runtime.records import End, Record, Start, parse_record
 from clusterbench.schema import Results, RunInfo, ToolInfo
@@ -188,38 +187,6 @@ def test_the_closest_table() -> None:
     )
     assert pick(tables, suite="quick", device_type="cpu", gpu=None, world_size=2) == tables[3]
     assert pick(tables, suite="full", device_type="cuda", gpu="NVIDIA H200", world_size=1) is None
-
-
-def test_expected_line() -> None:
-    history = [
-        Expected(benchmark="gemm", seconds=20.0, source="history", num_runs=3),
-        Expected(benchmark="memory", seconds=5.0, source="history", num_runs=3),
-    ]
-    assert (
-        expected_line(history) == "expected ~25.0 s (history, 3 runs): gemm ~20.0 s, memory ~5.0 s"
-    )
-    mixed = [
-        *history[:1],
-        Expected(benchmark="memory", seconds=70.0, source="table", table="table: 1x NVIDIA H200"),
-        Expected(benchmark="training", seconds=None, source="none"),
-    ]
-    assert expected_line(mixed) == (
-        "expected ~90.0 s for 2 of 3 benchmarks: gemm ~20.0 s (history, 3 runs), "
-        "memory ~70.0 s (table: 1x NVIDIA H200), training ?"
-    )
-    table = "table: 2 CPU ranks"
-    runs = [
-        Expected(benchmark="doctor", seconds=0.04, source="table", table=table),
-        Expected(benchmark="gemm", seconds=0.11, source="table", table=table),
-        Expected(benchmark="memory", seconds=1.3, source="history", num_runs=2),
-        Expected(benchmark="collectives", seconds=4.0, source="table", table=table),
-    ]
-    assert expected_line(runs) == (
-        "expected ~5.5 s: doctor ~0.04 s, gemm ~0.11 s (table: 2 CPU ranks), memory ~1.3 s "
-        "(history, 2 runs), collectives ~4.0 s (table: 2 CPU ranks)"
-    )
-    none = [Expected(benchmark="gemm", seconds=None, source="none")]
-    assert expected_line(none).startswith("expected time unknown") and "gemm" in expected_line(none)
 
 
 def test_shipped_table_names_only_benchmarks_of_its_suite() -> None:

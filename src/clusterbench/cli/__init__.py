@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from clusterbench.analysis.baseline import Baseline
     from clusterbench.analysis.compare import Comparison
     from clusterbench.cli.export import ExportRequest
-    from clusterbench.history import RunTimings
     from clusterbench.runner import RunOutcome, RunPlan
     from clusterbench.schema import Results
 
@@ -228,9 +227,7 @@ def run(
             repeat=repeat,
             telemetry=False if no_telemetry else None,
             telemetry_interval_s=telemetry_interval,
-            announce=lambda plan: _announce(
-                plan, path=history, use=not no_history, soak=soak is not None or repeat is not None
-            ),
+            announce=lambda plan: _announce(plan, soak=soak is not None or repeat is not None),
             budget=budget,
             history=history,
             use_history=not no_history,
@@ -296,36 +293,20 @@ def _record_history(results: Results, *, run_dir: Path, path: Path | None) -> No
     _console().print(f"history: {store.path}", soft_wrap=True)
 
 
-def _announce(plan: RunPlan, *, path: Path | None, use: bool, soak: bool = False) -> None:
-    """Before the first benchmark: how long the run should take, from earlier runs like it
-    in the history, else the shipped timing table (one line; a history that cannot be read
-    leaves it to the table, and recording the run says what is wrong with it); of a soak,
-    one round."""
+def _announce(plan: RunPlan, *, soak: bool = False) -> None:
+    """Before the first benchmark, the plan: each benchmark's expected time (from earlier runs
+    like it in the history, else the shipped timing table), its share of a budget and what was
+    cut to fit it; of a soak, one round."""
     from rich.text import Text
 
-    from clusterbench.history import HistoryError, open_history
-    from clusterbench.report.timing import expected_line
-    from clusterbench.runner import expected_times
+    from clusterbench.report.plan import plan_lines
 
-    if plan.budget is not None:  # the plan: each benchmark's expected time, its share, its cuts
-        from clusterbench.report.plan import plan_lines
-
-        lines = plan_lines(plan.budget)
-        if soak:
-            lines[0] += " (a round of the soak)"
-        for line in lines:
-            _console().print(Text(line), soft_wrap=True)
-        return
-    past: list[RunTimings] = []
-    if use:
-        try:
-            with open_history(path) as store:
-                past = store.timings(suite=plan.suite, backend=plan.backend,
-                                     world_size=plan.world_size, host=plan.host)  # fmt: skip
-        except HistoryError:
-            past = []
-    line = expected_line(expected_times(plan, past))
-    _console().print(Text(f"{line} (a round of the soak)" if soak else line))
+    assert plan.budget is not None  # the runner plans every run before announcing it
+    lines = plan_lines(plan.budget)
+    if soak:
+        lines[0] += " (a round of the soak)"
+    for line in lines:
+        _console().print(Text(line), soft_wrap=True)
 
 
 @app.command("list")
