@@ -8,6 +8,7 @@ import pytest
 
 from clusterbench import catalog  # noqa: F401  (declares the built-in metrics)
 from clusterbench.analysis.compare import Comparison, ComparisonRow, compare, metadata_diff
+from clusterbench.analysis.compare_rule import robust_spread
 from clusterbench.schema import (
     GpuInfo,
     HostInfo,
@@ -156,6 +157,25 @@ def test_history_gives_the_run_to_run_noise() -> None:
     b0, n0 = results(meas(790.0)), results(meas(700.0), run_id="n")
     assert only_row(compare(b0, n0, T, previous=steady)).verdict == "regression"
     assert only_row(compare(b0, n0, T, previous=steady[:2])).reason == "noise_unknown"
+
+
+def test_few_earlier_runs_count_the_one_that_strayed() -> None:
+    """Of three earlier runs two alike give a MAD of 0; their standard deviation takes in the
+    third, so an honest rerun of the slow one is not an improvement (a CPU pass saw this:
+    +54% on one worker against runs of 1.0, 0.65 and 1.0)."""
+    kw: dict = {"device": "cpu:0", "metric": "tflops", "params": {"dtype": "fp32", "m": 1024}}
+    history = [results(meas(v, **kw), run_id=f"p{i}") for i, v in enumerate((0.10, 0.065, 0.10))]
+    slow = results(meas(0.065, values=samples(0.065, n=10), **kw))
+    fast = results(meas(0.10, values=samples(0.10, n=10), **kw), run_id="n")
+    row = only_row(compare(slow, fast, T, previous=history))
+    assert row.verdict == "unchanged" and row.reason == "inside_noise", row
+    assert robust_spread([0.10, 0.065, 0.10]) == pytest.approx(0.202, abs=0.001)  # the stdev
+    # ten or more runs: the MAD alone, so one run that strayed does not widen the noise
+    many = [0.1] * 9 + [0.065]
+    assert robust_spread(many) == 0.0
+    # and a real change still counts beyond the wider noise: -90% against those three
+    squeezed = results(meas(0.01, values=samples(0.01, n=10), **kw), run_id="s")
+    assert only_row(compare(fast, squeezed, T, previous=history)).verdict == "regression"
 
 
 def test_direction_latency_up_is_worse_and_unit_floor_applies() -> None:

@@ -13,8 +13,10 @@ A change counts only when it is beyond **both** limits:
      smallest p of sizes n1, n2 is 2 / C(n1 + n2, n1): 0.1 for 3 against 3, 0.008 for 5
      against 5);
    - run-to-run: with 3 or more earlier comparable runs, ``|change|`` beyond
-     ``regression_noise_sigmas`` x 1.4826 x MAD of their values, relative to their median;
-     against a fleet baseline of 3 or more figures, the same with the baseline's spread.
+     ``regression_noise_sigmas`` x 1.4826 x MAD of their values, relative to their median (of
+     fewer than 10 runs, or their standard deviation where that is larger:
+     :func:`robust_spread`); against a fleet baseline of 3 or more figures, the same with the
+     baseline's spread.
 
    Without any estimate the noise is unknown and the row stays ``unchanged`` with a note that
    says so.  The within-run test alone misses how much the next run differs: on GPUs it
@@ -41,6 +43,7 @@ from clusterbench.thresholds import Thresholds, practical_floor
 
 __all__ = [
     "MAD_TO_SIGMA",
+    "FEW_RUNS",
     "MIN_RUNS",
     "MIN_SAMPLES",
     "Judged",
@@ -82,16 +85,26 @@ class _Noise:
     note: str
 
 
+FEW_RUNS = 10
+"""Below this many values the spread is also their sample standard deviation (the larger)."""
+
+
 def robust_spread(values: Sequence[float]) -> float | None:
     """1.4826 x MAD / |median| of ``values`` (a relative robust sigma); None for fewer than
-    :data:`MIN_RUNS` values or a median of 0."""
+    :data:`MIN_RUNS` values or a median of 0.  Of fewer than :data:`FEW_RUNS` values, the larger
+    of that and their standard deviation / |median|: with few runs the MAD passes over the one
+    that strayed (two of three alike give a MAD of 0, and then any change beyond the practical
+    limit would count), where the standard deviation takes it in."""
     if len(values) < MIN_RUNS:
         return None
     centre = statistics.median(values)
     if centre == 0:
         return None
     mad = statistics.median(abs(v - centre) for v in values)
-    return MAD_TO_SIGMA * mad / abs(centre)
+    spread = MAD_TO_SIGMA * mad / abs(centre)
+    if len(values) < FEW_RUNS:
+        spread = max(spread, statistics.stdev(values) / abs(centre))
+    return spread
 
 
 def judge(
