@@ -42,8 +42,8 @@ from clusterbench.metrics import Direction
 from clusterbench.thresholds import Thresholds, practical_floor
 
 __all__ = [
-    "MAD_TO_SIGMA",
     "FEW_RUNS",
+    "MAD_TO_SIGMA",
     "MIN_RUNS",
     "MIN_SAMPLES",
     "Judged",
