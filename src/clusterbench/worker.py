@@ -52,8 +52,8 @@ from clusterbench.runtime.dist import (
 )
 from clusterbench.runtime.flight import (
     FlightRecorder,
+    end_stalled_ranks,
     flight_path,
-    save_stalled_stacks,
     store_key,
 )
 from clusterbench.runtime.launch import on_sigterm
@@ -437,8 +437,8 @@ def _run_one(
     ctx: DistContext, *, bench: registry.Benchmark, cfg: Any, log: RankLog, timeout_s: float
 ) -> None:
     def on_timeout() -> None:
-        if ctx.run_dir is not None:  # py-spy, where installed: the stack of the rank that hangs
-            save_stalled_stacks(ctx.run_dir, rank=ctx.rank, host=ctx.host,
+        if ctx.run_dir is not None:  # the stack of the rank that hangs (py-spy, where installed)
+            end_stalled_ranks(ctx.run_dir, rank=ctx.rank, host=ctx.host,
                                 include_self=not ctx.waiting)  # fmt: skip
         message = f"no result after {timeout_s:g} s (timeout)"
         log.write(

@@ -4,6 +4,7 @@ doing, and then the rank that only waited for it; what finished before stays on 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -50,7 +51,8 @@ def _rank1_in_collective(out: Path, proc: subprocess.Popen[str]) -> int:
         raise AssertionError(f"rank 1 never entered the all-reduce: {proc.communicate()}") from None
 
 
-def _first_line_names_rank1(proc: subprocess.Popen[str], out: Path, what: str) -> None:
+def _first_line_names_rank1(proc: subprocess.Popen[str], out: Path, what: str) -> str:
+    """The run's stderr, once its first failure line named rank 1 doing ``what``."""
     _, stderr = proc.communicate(timeout=240)
     assert proc.returncode == 3, stderr
     assert "Traceback" not in stderr
@@ -65,6 +67,7 @@ def _first_line_names_rank1(proc: subprocess.Popen[str], out: Path, what: str) -
         f"rank 0 on host {HOST} was waiting for rank 1 in collectives"
     )
     assert {m.rank for m in results.measurements if m.benchmark == "gemm"} == {0, 1}
+    return stderr
 
 
 def test_a_killed_worker_is_the_culprit(tmp_path: Path) -> None:
@@ -80,8 +83,11 @@ def test_a_stopped_worker_is_the_culprit(tmp_path: Path) -> None:
     pid = _rank1_in_collective(out, proc)
     os.kill(pid, signal.SIGSTOP)
     try:
-        _first_line_names_rank1(proc, out, "stopped responding during collectives")
+        stderr = _first_line_names_rank1(proc, out, "stopped responding during collectives")
         _stack_of_rank1_kept(out)
+        # rank 0 ended the stopped rank once its stack was kept: the launcher did not wait
+        # 30 s for a SIGTERM it cannot hear (torch then says it had to use SIGKILL)
+        assert "Unable to shutdown process" not in stderr, stderr
     finally:
         for sig in (signal.SIGCONT, signal.SIGKILL):
             try:
@@ -123,3 +129,25 @@ def test_a_stack_py_spy_cannot_read_is_one_line_of_why(tmp_path: Path) -> None:
     reason = (tmp_path / "ranks" / "rank-00003.stack-failed.txt").read_text()
     assert reason.count("\n") == 1 and "Stack backtrace" not in reason and reason.strip()
     assert read_stacks(tmp_path) == {3: f"py-spy could not read its Python stack: {reason.strip()}"}
+
+
+def test_ranks_whose_heartbeat_stopped_are_ended_and_live_ones_kept(tmp_path: Path) -> None:
+    """When a rank's deadline passes, the ranks of its host whose heartbeat stopped are ended
+    (SIGKILL, after their stack is tried); a rank still beating, another host's and this rank
+    itself are left alone."""
+    from clusterbench.runtime.flight import FlightState, end_stalled_ranks, flight_path
+
+    (tmp_path / "ranks").mkdir()
+    procs = {r: subprocess.Popen(["sleep", "60"]) for r in (1, 2, 3)}
+    now = time.time()
+    try:
+        for rank, host, beat in ((1, HOST, now - 60), (2, HOST, now), (3, "elsewhere", now - 60)):
+            state = FlightState(rank=rank, host=host, pid=procs[rank].pid, heartbeat=beat)
+            flight_path(tmp_path, rank).write_text(json.dumps(dataclasses.asdict(state)))
+        end_stalled_ranks(tmp_path, rank=0, host=HOST, include_self=True)
+        assert procs[1].wait(timeout=10) == -signal.SIGKILL
+        assert procs[2].poll() is None and procs[3].poll() is None
+    finally:
+        for proc in procs.values():
+            proc.kill()
+            proc.wait()

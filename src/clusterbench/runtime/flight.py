@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -32,12 +33,12 @@ from pathlib import Path
 __all__ = [
     "FlightRecorder",
     "FlightState",
+    "end_stalled_ranks",
     "flight_path",
     "heartbeat_stopped",
     "parse_flight",
     "read_flights",
     "read_stacks",
-    "save_stalled_stacks",
     "store_key",
 ]
 
@@ -256,21 +257,31 @@ def _alive(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[:1] not in (["Z"], ["X"])
 
 
-def save_stalled_stacks(run_dir: Path, *, rank: int, host: str, include_self: bool) -> list[int]:
-    """The stacks of this host's ranks whose heartbeat stopped; with none and ``include_self``,
-    this rank's own (it is the one that hangs).  Returns the ranks whose stack was tried."""
+def end_stalled_ranks(run_dir: Path, *, rank: int, host: str, include_self: bool) -> list[int]:
+    """This rank's deadline passed: keep the stacks (py-spy, where installed) of this host's
+    ranks whose heartbeat stopped, then end them with SIGKILL; with none and ``include_self``,
+    keep this rank's own stack (it is the one that hangs).  Returns the ranks whose stack was
+    tried.
+
+    A stalled rank is ended here because nothing else ends it soon: SIGSTOP or a wedge holding
+    the GIL leaves it deaf to the launcher's SIGTERM, and torch's elastic agent (and torchrun)
+    then waits 30 s before its SIGKILL.  This rank ends the run anyway when its grace runs out,
+    so the stalled one is ended only sooner; the run still names it as the rank that stopped
+    responding (its heartbeat says so)."""
     now = time.time()
     stalled = [
         s for s in read_flights(run_dir).values()
         if s.rank != rank and s.host == host and _alive(s.pid)
         and heartbeat_stopped(s, silent_s=now - s.heartbeat)
     ]  # fmt: skip
+    tried = []
     for state in stalled:
-        why = f"no heartbeat for {now - state.heartbeat:.0f} s"
-        if not save_stack(run_dir, state, why=why):
-            return []
+        if save_stack(run_dir, state, why=f"no heartbeat for {now - state.heartbeat:.0f} s"):
+            tried.append(state.rank)
+        with contextlib.suppress(OSError):
+            os.kill(state.pid, signal.SIGKILL)
     if stalled or not include_self:
-        return [s.rank for s in stalled]
+        return tried
     me = FlightState(rank=rank, host=host, pid=os.getpid())
     return [rank] if save_stack(run_dir, me, why="its own deadline passed") else []
 
