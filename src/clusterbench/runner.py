@@ -401,8 +401,9 @@ def _launch(spec: RunSpec, *, num_workers: int) -> RunOutcome:
     interrupted = False
     try:
         failures = launch_local(
-            worker_main, spec, nproc=num_workers, run_id=spec.run_id, log_dir=run_dir / "logs"
-        )
+            worker_main, spec, nproc=num_workers, run_id=spec.run_id, log_dir=run_dir / "logs",
+            fork=spec.device_type == "cpu",
+        )  # fmt: skip
     except (KeyboardInterrupt, SignalException):  # Ctrl-C, SIGTERM: keep what the ranks wrote
         interrupted = True
     except OSError as exc:  # the workers' log folders could not be made: nothing ran

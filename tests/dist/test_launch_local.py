@@ -1,6 +1,7 @@
 """``launch_local`` forks its workers from a fork server started at the first launch: every
 later launch from the same process must still give its workers that process's environment and
-working directory as they are at that launch, plus the launcher's own variables."""
+working directory as they are at that launch, plus the launcher's own variables.  CPU workers
+(``fork=True``) are forked from the launching process itself."""
 
 from __future__ import annotations
 
@@ -24,14 +25,15 @@ def report_environment(out: str) -> None:
         "marker": os.environ.get("CB_TEST_MARKER"),
         "gone": os.environ.get("CB_TEST_GONE"),
         "cwd": os.getcwd(),
+        "parent": os.getppid(),
     }
     Path(out, f"rank-{rank}.json").write_text(json.dumps(seen))
 
 
-def _launch(out: Path, *, run_id: str) -> list[dict[str, str | None]]:
+def _launch(out: Path, *, run_id: str, fork: bool = False) -> list[dict[str, str | None]]:
     out.mkdir()
     failures = launch_local(
-        report_environment, str(out), nproc=2, run_id=run_id, log_dir=out / "logs"
+        report_environment, str(out), nproc=2, run_id=run_id, log_dir=out / "logs", fork=fork
     )
     assert failures == []
     return [json.loads((out / f"rank-{r}.json").read_text()) for r in (0, 1)]
@@ -48,6 +50,7 @@ def test_each_launch_sees_the_environment_and_directory_of_its_own_moment(
     monkeypatch.chdir(first_dir)
     first = _launch(tmp_path / "a", run_id="first")
     assert [(s["rank"], s["world_size"]) for s in first] == [("0", "2"), ("1", "2")]
+    assert all(s["parent"] != os.getpid() for s in first)  # the fork server's children
     assert {(s["marker"], s["gone"], s["cwd"]) for s in first} == {
         ("first", "here", str(first_dir))
     }
@@ -61,3 +64,14 @@ def test_each_launch_sees_the_environment_and_directory_of_its_own_moment(
     assert {(s["marker"], s["gone"], s["cwd"]) for s in second} == {
         ("second", None, str(second_dir))
     }
+
+
+def test_cpu_workers_are_forked_from_the_launching_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CB_TEST_MARKER", "forked")
+    monkeypatch.chdir(tmp_path)
+    seen = _launch(tmp_path / "a", run_id="forked", fork=True)
+    assert [(s["rank"], s["world_size"]) for s in seen] == [("0", "2"), ("1", "2")]
+    assert all(s["parent"] == os.getpid() for s in seen)
+    assert {(s["marker"], s["cwd"]) for s in seen} == {("forked", str(tmp_path))}
