@@ -8,13 +8,12 @@ CLI to print as it is (exit code 2).
 from __future__ import annotations
 
 import json
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from clusterbench.analysis.baseline import Baseline, compare_baseline
+from clusterbench.analysis.baseline import Baseline, builtin_baseline, compare_baseline
 from clusterbench.analysis.compare import Comparison, Match, compare
 from clusterbench.history import HistoryError, open_history
 from clusterbench.runtime.atomic import write_text_atomic
@@ -39,13 +38,6 @@ BUILTIN = "builtin"
 """The name that selects the built-in baseline (``--baseline builtin``)."""
 COMPARISON_FILE = "comparison.json"
 """What ``run --baseline`` writes into the run folder."""
-_BUILTIN_RESOURCE = ("data", "builtin_baseline.json")
-
-
-def builtin_baseline() -> Baseline:
-    """Known-good figures of healthy GPUs that clusterbench's docs record, each with its source."""
-    text = resources.files("clusterbench").joinpath(*_BUILTIN_RESOURCE).read_text("utf-8")
-    return Baseline.model_validate_json(text)
 
 
 def _read_json(path: Path, *, what: str) -> Any:

@@ -221,7 +221,8 @@ def render(r: Results, width: int = 100) -> str:
 def test_the_console_names_the_top_five_after_the_findings() -> None:
     out = render(results_with(seven()))
     block = out[out.index("What to change") :]
-    assert out.index("Findings:") < out.index("What to change")
+    # advice findings are info: counted as notes, their changes listed under What to change
+    assert out.index("No findings to act on.") < out.index("What to change")
     assert (
         block.splitlines()[0]
         == f"What to change: top {ADVICE_SHOWN} of 7 by gain; all in summary.md"

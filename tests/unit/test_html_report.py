@@ -54,11 +54,12 @@ def test_the_header_gives_the_verdict_most_severe_first_each_with_its_fix(small:
     ]
     (verdict_div,) = [a for tag, a in page.tags if "verdict" in a.get("class", "").split()]
     assert verdict_div["class"] == "verdict fail"
-    findings = page.tables[0]
-    assert findings.header == ["severity", "scope", "finding", "fix"]
-    assert [row[0][0] for row in findings.rows] == ["fail", "warn", "warn", "info"]
-    assert findings.row_classes == ["sev-fail", "sev-warn", "sev-warn", "sev-info"]
-    by_message = {row[2][0]: row[3][0] for row in findings.rows}
+    findings, notes = page.tables[0], page.tables[1]  # the notes (info) in a part of their own
+    assert findings.header == notes.header == ["severity", "scope", "finding", "fix"]
+    assert [row[0][0] for row in findings.rows] == ["fail", "warn", "warn"]
+    assert findings.row_classes == ["sev-fail", "sev-warn", "sev-warn"]
+    assert [row[0][0] for row in notes.rows] == ["info"] and notes.row_classes == ["sev-info"]
+    by_message = {row[2][0]: row[3][0] for row in [*findings.rows, *notes.rows]}
     for f in small.findings:
         assert by_message[f.message] == f.fix
     text = " ".join(page.text)

@@ -282,6 +282,26 @@ def test_the_scaling_finding_states_the_share_and_the_bandwidth_needed() -> None
     assert cpu.severity == "info" and "At 256 ranks" in cpu.message
 
 
+def test_a_warning_that_rests_on_an_assumed_link_is_a_note_saying_what_to_measure() -> None:
+    """One node: the inter-node link is assumed from the NIC inventory.  What would be a
+    warning (below the target at the largest count) is a note, and its fix says to measure
+    the link first."""
+    r = run_of(num_nodes=1, gpus_per_node=8, nics=8, nic_gbps=100.0)
+    p = predict(r, target=0.85)
+    assert p.inter.kind == "assumed" and p.rows[-1].step.efficiency < 0.85
+    [scaling, _] = prediction_findings.findings(r, Thresholds(prediction_target_efficiency=0.85))
+    assert scaling.severity == "info"
+    assert scaling.fix.startswith(
+        "Measure first: the inter-node link this rests on was assumed; run the collectives "
+        "and network benchmarks across 2 or more nodes"
+    )
+    # measured across 2 nodes, the same shortfall warns
+    [measured, _] = prediction_findings.findings(
+        run_of(num_nodes=2), Thresholds(prediction_target_efficiency=0.85)
+    )
+    assert measured.severity == "warn" and not measured.fix.startswith("Measure first")
+
+
 def test_a_need_beyond_any_nic_is_said_so_and_not_advised() -> None:
     r = run_of(num_nodes=2)
     p = predict(r)  # the 90% target: 256 and 1024 GPUs need more than eight 800G NICs

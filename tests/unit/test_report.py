@@ -139,9 +139,10 @@ def make_results() -> Results:
     )
 
 
-def render(results: Results) -> str:
+def render(results: Results, *, verbose: bool = False) -> str:
     buf = io.StringIO()
-    render_summary(results, registry.summary_sections(results), Console(file=buf, width=160))
+    render_summary(results, registry.summary_sections(results), Console(file=buf, width=160),
+                   verbose=verbose)  # fmt: skip
     return buf.getvalue()
 
 
@@ -176,8 +177,11 @@ def test_console_p2p_matrix() -> None:
 
 def test_console_findings_errors_and_unfinished() -> None:
     out = render(make_results())
-    assert "Findings: 1 fail, 1 info" in out
-    assert out.index("FAIL") < out.index("INFO")  # fail first
+    assert "Findings: 1 fail" in out
+    # the info finding is a note: counted, printed only with --verbose, after the fail
+    assert "1 note that needs no action" in out and "INFO" not in out
+    loud = render(make_results(), verbose=True)
+    assert loud.index("FAIL") < loud.index("Notes: 1 info") < loud.index("INFO")
     assert "PCIe link runs at gen 4 under load" in out
     assert "nvidia-smi -q -d PCIE" in out
     assert "ERROR collectives rank 1 host node1: timed out" in out
@@ -191,7 +195,7 @@ def test_console_shows_brackets_literally() -> None:
         meas("custom", "rate", 1.5, unit="items/s", params={"tag": "[bold]x[/bold]"})
     )
     results.findings[0].message = "see [red]this[/red]"
-    out = render(results)
+    out = render(results, verbose=True)
     assert "rate (tag=[bold]x[/bold])" in out and "see [red]this[/red]" in out
 
 
@@ -209,7 +213,7 @@ def test_markdown_has_tables_and_findings() -> None:
     assert "| bf16 best shape | TFLOP/s | 2 | 756.2 | 712.5 (cuda:1) | 800.0 (cuda:0) |" in md
     assert "| src \\ dst | cuda:0 | cuda:1 |" in md and "| cuda:1 | 391.0 (87%) | - |" in md
     assert "## Findings" in md and "| FAIL | host:node1/cuda:0 |" in md
-    assert md.index("| FAIL |") < md.index("| INFO |")
+    assert md.index("| FAIL |") < md.index("## Notes") < md.index("| INFO |")
     assert "Reseat the GPU; check `nvidia-smi -q -d PCIE`." in md
     assert "## Errors" in md and "timed out" in md
     assert "did not finish: collectives" in md and "skipped network: needs 2 nodes" in md

@@ -13,9 +13,11 @@ practical limit below the figure is the rule.
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
+from importlib import resources
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -37,7 +39,13 @@ from clusterbench.metrics import Direction, direction_of
 from clusterbench.schema import Measurement, ParamValue, Results, one_round
 from clusterbench.thresholds import Thresholds
 
-__all__ = ["Baseline", "BaselineEntry", "build_baseline", "compare_baseline"]
+__all__ = [
+    "Baseline",
+    "BaselineEntry",
+    "build_baseline",
+    "builtin_baseline",
+    "compare_baseline",
+]
 
 BaselineKind = Literal["fleet", "builtin"]
 
@@ -97,6 +105,16 @@ class Baseline(BaseModel):
 
     def models(self) -> list[str]:
         return sorted({e.model for e in self.entries})
+
+
+@functools.cache
+def builtin_baseline() -> Baseline:
+    """Known-good figures of healthy GPUs that clusterbench's docs record, each with its source
+    (package data, ``clusterbench/data/builtin_baseline.json``; read once)."""
+    text = (
+        resources.files("clusterbench").joinpath("data", "builtin_baseline.json").read_text("utf-8")
+    )
+    return Baseline.model_validate_json(text)
 
 
 def build_baseline(runs: Sequence[Results], *, name: str = "fleet") -> Baseline:

@@ -190,7 +190,8 @@ def _noise_verdict(
         return "inside the noise: " + "; ".join(inside), "inside_noise"
     if known_good:
         notes = [e.note for e in known]
-        return _Noise(beyond=True, note="; ".join(["below a known-good figure", *notes]))
+        side = "below" if change < 0 else "above"
+        return _Noise(beyond=True, note="; ".join([f"{side} a known-good figure", *notes]))
     if not known:
         return "noise unknown: " + "; ".join(e.note for e in estimates), "noise_unknown"
     if estimates[1].beyond is None:

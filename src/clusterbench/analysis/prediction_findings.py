@@ -120,9 +120,18 @@ def scaling_finding(p: Prediction, results: Results) -> Finding:
         )
     else:
         fix = _PREDICT_HINT
+    links = [what for what, link in (("intra-node", p.intra), ("inter-node", p.inter))
+             if link is not None and link.kind == "assumed"]  # fmt: skip
+    if links:  # a warning about communication needs its links measured: until then a note
+        fix = (
+            f"Measure first: the {' and '.join(links)} "
+            f"{'links this rests on were' if len(links) > 1 else 'link this rests on was'} "
+            "assumed; run the collectives and network benchmarks across 2 or more nodes "
+            "('clusterbench launch') and the prediction uses them. " + fix
+        )
     return Finding(
         id="prediction.scaling",
-        severity=gpu_severity(results, "warn") if below else "info",
+        severity=gpu_severity(results, "warn") if below and not links else "info",
         scope="run",
         message=message,
         evidence={

@@ -15,6 +15,7 @@ from typer.core import TyperGroup
 
 from clusterbench.cli import _doctor
 from clusterbench.cli._common import (
+    PlainUsage,
     _compare_thresholds,
     _console,
     _first_line,
@@ -33,45 +34,57 @@ if TYPE_CHECKING:
     from clusterbench.schema import Results
 
 
-@app.command()
+@app.command(cls=PlainUsage)
 def run(
     suite: Annotated[
         str | None,
         typer.Option(
+            metavar="NAME",
             help="quick (Level 1, minutes), standard (moderate sizes) or full (long "
-            "sweeps). Default: the config file's suite, else quick."
+            "sweeps). Default: the config file's suite, else quick.",
         ),
     ] = None,
     only: Annotated[
         list[str] | None,
         typer.Option(
-            help="Run only these benchmarks (comma-separated or repeated); see 'clusterbench list'."
+            metavar="NAME[,NAME]",
+            help="Run only these benchmarks (comma-separated or repeated); see "
+            "'clusterbench list'.",
         ),
     ] = None,
     skip: Annotated[
-        list[str] | None, typer.Option(help="Leave these benchmarks out (comma-separated).")
+        list[str] | None,
+        typer.Option(metavar="NAME[,NAME]", help="Leave these benchmarks out (comma-separated)."),
     ] = None,
     config: Annotated[
         Path | None,
-        typer.Option("--config", help="TOML file selecting and tuning benchmarks and thresholds."),
+        typer.Option(
+            "--config",
+            metavar="FILE",
+            help="TOML file selecting and tuning benchmarks and thresholds.",
+        ),
     ] = None,
     set_: Annotated[
         list[str] | None,
         typer.Option(
             "--set",
+            metavar="KEY=VALUE",
             help="Override one setting: SECTION.KEY=VALUE, repeatable, e.g. "
             "--set gemm.dtypes=bf16,fp8 --set thresholds.gemm_min_efficiency=0.7",
         ),
     ] = None,
     out: Annotated[
         Path | None,
-        typer.Option(help="Run folder to write (default clusterbench-runs/<UTC time>-<host>)."),
+        typer.Option(
+            metavar="DIR", help="Run folder to write (default clusterbench-runs/<UTC time>-<host>)."
+        ),
     ] = None,
     nproc: Annotated[
         int | None,
         typer.Option(
+            metavar="N",
             help="Workers on this node (default: one per GPU, or 2 on CPU); at most the visible "
-            "GPUs, or on CPU the cores this process may use."
+            "GPUs, or on CPU the cores this process may use.",
         ),
     ] = None,
     oversubscribe: Annotated[
@@ -81,7 +94,9 @@ def run(
             help="Allow more CPU workers than cores: up to 4x the cores, at most 256.",
         ),
     ] = False,
-    device: Annotated[str, typer.Option(help="auto (GPUs when present), cuda or cpu.")] = "auto",
+    device: Annotated[
+        str, typer.Option(metavar="auto|cuda|cpu", help="auto (GPUs when present), cuda or cpu.")
+    ] = "auto",
     nccl_debug: Annotated[
         bool,
         typer.Option(
@@ -106,7 +121,9 @@ def run(
     timeout: Annotated[
         float | None,
         typer.Option(
-            help="Seconds one benchmark may take on one rank before the run is ended (default 900)."
+            metavar="SECONDS",
+            help="Seconds one benchmark may take on one rank before the run is ended "
+            "(default 900).",
         ),
     ] = None,
     soak: Annotated[
@@ -146,6 +163,7 @@ def run(
         str | None,
         typer.Option(
             "--baseline",
+            metavar="FILE|RUN|builtin",
             help="At the end, compare the run with this baseline file ('clusterbench baseline "
             "build'), an earlier run's folder or results.json, or 'builtin' (known-good figures "
             "per GPU model): shown in the summary, saved as comparison.json, regressions added "
@@ -155,21 +173,24 @@ def run(
     expect_nodes: Annotated[
         int | None,
         typer.Option(
+            metavar="N",
             help="Nodes the run must span (the commands of 'clusterbench launch' set it): with "
-            "fewer, the run stops at once, naming the nodes that joined (exit 3)."
+            "fewer, the run stops at once, naming the nodes that joined (exit 3).",
         ),
     ] = None,
     join_timeout: Annotated[
         float | None,
         typer.Option(
+            metavar="SECONDS",
             help="Seconds the ranks have to join under srun/mpirun before the run stops, naming "
-            "the ranks and hosts that came (default 300, or --timeout when shorter)."
+            "the ranks and hosts that came (default 300, or --timeout when shorter).",
         ),
     ] = None,
     history: Annotated[
         Path | None,
         typer.Option(
             "--history",
+            metavar="FILE",
             help="Record the run in this history database (default: $CLUSTERBENCH_HISTORY, "
             "else $XDG_DATA_HOME/clusterbench/history.sqlite, else "
             "~/.local/share/clusterbench/history.sqlite); see 'clusterbench history --help'.",
@@ -196,6 +217,15 @@ def run(
             "(see 'clusterbench export --help').",
         ),
     ] = None,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Also print the notes: findings that need no action (summary.md and "
+            "report.html always hold them).",
+        ),
+    ] = False,
 ) -> None:
     """Run a suite on every GPU of this node (or join torchrun/srun/mpirun) and report."""
     from clusterbench.registry import summary_sections
@@ -244,7 +274,7 @@ def run(
     results = outcome.results
     if results is not None:
         console = _console()
-        render_summary(results, summary_sections(results), console)
+        render_summary(results, summary_sections(results), console, verbose=verbose)
         if comparison is not None:
             from clusterbench.report.compare import render_comparison
 
@@ -309,7 +339,7 @@ def _announce(plan: RunPlan, *, soak: bool = False) -> None:
         _console().print(Text(line), soft_wrap=True)
 
 
-@app.command("list")
+@app.command("list", cls=PlainUsage)
 def list_benchmarks() -> None:
     """List every benchmark with its level, scope and what it measures."""
     from clusterbench.registry import all_benchmarks
@@ -318,7 +348,7 @@ def list_benchmarks() -> None:
     render_benchmark_list(all_benchmarks(), _console())
 
 
-@app.command()
+@app.command(cls=PlainUsage)
 def info(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable JSON.")] = False,
 ) -> None:
@@ -333,12 +363,14 @@ def info(
     render_host_info(host, _console())
 
 
-@app.command(help=_doctor.DOCTOR_HELP)
+@app.command(cls=PlainUsage, help=_doctor.DOCTOR_HELP)
 def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable JSON.")] = False,
     checkpoint_dir: Annotated[
         Path | None,
-        typer.Option(help="Checkpoint folder to check for file system and free space."),
+        typer.Option(
+            metavar="DIR", help="Checkpoint folder to check for file system and free space."
+        ),
     ] = None,
     fast: Annotated[
         bool,
@@ -354,11 +386,15 @@ def doctor(
     _doctor.run_doctor(as_json=as_json, checkpoint_dir=checkpoint_dir, fast=fast, dcgm=dcgm)
 
 
-@app.command()
+@app.command(cls=PlainUsage)
 def launch(
     run_args: Annotated[
         list[str] | None,
-        typer.Argument(help="After --: further 'clusterbench run' arguments.", show_default=False),
+        typer.Argument(
+            metavar="RUN_ARGS",
+            help="After --: further 'clusterbench run' arguments.",
+            show_default=False,
+        ),
     ] = None,
     torchrun: Annotated[bool, typer.Option("--torchrun", help="torchrun command.")] = False,
     slurm: Annotated[bool, typer.Option("--slurm", help="sbatch script.")] = False,
@@ -367,40 +403,55 @@ def launch(
     ray: Annotated[
         bool, typer.Option("--ray", help="Ray Train driver (python -m clusterbench.ray) commands.")
     ] = False,
-    nodes: Annotated[int | None, typer.Option(help="Number of nodes.")] = None,
-    gpus_per_node: Annotated[int | None, typer.Option(help="GPUs (ranks) per node.")] = None,
-    suite: Annotated[str, typer.Option(help="Suite to run.")] = "quick",
+    nodes: Annotated[int | None, typer.Option(metavar="N", help="Number of nodes.")] = None,
+    gpus_per_node: Annotated[
+        int | None, typer.Option(metavar="N", help="GPUs (ranks) per node.")
+    ] = None,
+    suite: Annotated[str, typer.Option(metavar="NAME", help="Suite to run.")] = "quick",
     master_addr: Annotated[
-        str | None, typer.Option(help="First node's address (default: found at run time).")
+        str | None,
+        typer.Option(metavar="HOST", help="First node's address (default: found at run time)."),
     ] = None,
-    port: Annotated[int, typer.Option(help="Rendezvous port.")] = 29500,
-    image: Annotated[str | None, typer.Option(help="Container image (k8s).")] = None,
-    name: Annotated[str, typer.Option(help="Job name / rendezvous id.")] = "clusterbench",
+    port: Annotated[int, typer.Option(metavar="PORT", help="Rendezvous port.")] = 29500,
+    image: Annotated[
+        str | None, typer.Option(metavar="IMAGE", help="Container image (k8s).")
+    ] = None,
+    name: Annotated[
+        str, typer.Option(metavar="NAME", help="Job name / rendezvous id.")
+    ] = "clusterbench",
     env: Annotated[
-        list[str] | None, typer.Option(help="KEY=VALUE for every rank, repeatable.")
+        list[str] | None,
+        typer.Option(metavar="KEY=VALUE", help="KEY=VALUE for every rank, repeatable."),
     ] = None,
-    fmt: Annotated[str, typer.Option("--format", help="k8s output: yaml or json.")] = "yaml",
-    out: Annotated[Path | None, typer.Option(help="Write to this file instead of stdout.")] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", metavar="yaml|json", help="k8s output: yaml or json.")
+    ] = "yaml",
+    out: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="Write to this file instead of stdout.")
+    ] = None,
     results_pvc: Annotated[
         str | None,
         typer.Option(
+            metavar="CLAIM",
             help="k8s: keep the run folder on this PersistentVolumeClaim (mounted at /results "
-            "in the Master pod; the run's --out is /results/<name>)."
+            "in the Master pod; the run's --out is /results/<name>).",
         ),
     ] = None,
     results_host_path: Annotated[
         str | None,
         typer.Option(
+            metavar="DIR",
             help="k8s: keep the run folder in this folder of the Master pod's node (hostPath, "
-            "mounted at /results; the run's --out is /results/<name>)."
+            "mounted at /results; the run's --out is /results/<name>).",
         ),
     ] = None,
     join_timeout: Annotated[
         int | None,
         typer.Option(
+            metavar="SECONDS",
             help="Seconds every node (under srun/mpirun: every rank) has to join once the first "
             "has started; a run missing one then stops, naming those that came (default 300, or "
-            "the run's --timeout when shorter)."
+            "the run's --timeout when shorter).",
         ),
     ] = None,
 ) -> None:
@@ -452,7 +503,7 @@ def launch(
         typer.echo(f"clusterbench: note: {note}", err=True)
 
 
-@app.command()
+@app.command(cls=PlainUsage)
 def schema() -> None:
     """Print the JSON Schema of results.json."""
     from clusterbench.schema import results_json_schema
@@ -514,6 +565,7 @@ HistoryOption = Annotated[
     Path | None,
     typer.Option(
         "--history",
+        metavar="FILE",
         help="The history database (default: $CLUSTERBENCH_HISTORY, else "
         "$XDG_DATA_HOME/clusterbench/history.sqlite, else "
         "~/.local/share/clusterbench/history.sqlite).",
@@ -522,7 +574,7 @@ HistoryOption = Annotated[
 _DEFAULT_LIST_LIMIT = 20
 
 
-@history_app.command("show")
+@history_app.command("show", cls=PlainUsage)
 def history_show(
     selector: Annotated[
         str | None,
@@ -534,19 +586,23 @@ def history_show(
     limit: Annotated[
         int | None,
         typer.Option(
-            help=f"The newest N runs (default: {_DEFAULT_LIST_LIMIT} in the list, all in a trend)."
+            metavar="N",
+            help=f"The newest N runs (default: {_DEFAULT_LIST_LIMIT} in the list, all in a trend).",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable JSON.")] = False,
     history: HistoryOption = None,
     config: Annotated[
         Path | None,
-        typer.Option("--config", help="TOML file whose [thresholds] judge the change points."),
+        typer.Option(
+            "--config", metavar="FILE", help="TOML file whose [thresholds] judge the change points."
+        ),
     ] = None,
     set_: Annotated[
         list[str] | None,
         typer.Option(
             "--set",
+            metavar="KEY=VALUE",
             help="A threshold: thresholds.KEY=VALUE, e.g. thresholds.regression_min_rel=0.1",
         ),
     ] = None,
@@ -616,7 +672,7 @@ def _history_thresholds(config: Path | None, sets: list[str]) -> Thresholds:
     return run_config.thresholds
 
 
-@history_app.command("import")
+@history_app.command("import", cls=PlainUsage)
 def history_import(
     dirs: Annotated[
         list[Path],
@@ -753,22 +809,28 @@ Exit codes: 0 no fail regression; 1 some fail regression (beyond regression_fail
 """
 
 
-@app.command("compare", help=_COMPARE_HELP)
+@app.command("compare", cls=PlainUsage, help=_COMPARE_HELP)
 def compare_runs(
     base: Annotated[
         str,
         typer.Argument(
-            help="Run folder or results.json, baseline file, or 'builtin'.", show_default=False
+            metavar="BASE",
+            help="Run folder or results.json, baseline file, or 'builtin'.",
+            show_default=False,
         ),
     ],
     new: Annotated[
-        Path, typer.Argument(help="Run folder or results.json of the new run.", show_default=False)
+        Path,
+        typer.Argument(
+            metavar="NEW", help="Run folder or results.json of the new run.", show_default=False
+        ),
     ],
     match: Annotated[
         str,
         typer.Option(
+            metavar="host|gpu",
             help="host: match figures by host and device; gpu: by GPU index and model, "
-            "hostname ignored (one node against another)."
+            "hostname ignored (one node against another).",
         ),
     ] = "host",
     show_all: Annotated[
@@ -779,12 +841,15 @@ def compare_runs(
     ] = False,
     config: Annotated[
         Path | None,
-        typer.Option("--config", help="TOML file whose [thresholds] judge the changes."),
+        typer.Option(
+            "--config", metavar="FILE", help="TOML file whose [thresholds] judge the changes."
+        ),
     ] = None,
     set_: Annotated[
         list[str] | None,
         typer.Option(
             "--set",
+            metavar="KEY=VALUE",
             help="A threshold, repeatable: thresholds.KEY=VALUE, e.g. "
             "thresholds.regression_min_rel=0.1 (default: the built-in thresholds).",
         ),
@@ -793,6 +858,7 @@ def compare_runs(
         Path | None,
         typer.Option(
             "--history",
+            metavar="FILE",
             help="History database whose earlier comparable runs give the run-to-run noise "
             "(default: as 'clusterbench run' records them).",
         ),
@@ -846,20 +912,23 @@ def _baseline() -> None:
     'clusterbench run --baseline FLEET.json'."""
 
 
-@baseline_app.command("build")
+@baseline_app.command("build", cls=PlainUsage)
 def baseline_build(
     runs: Annotated[
         list[Path],
         typer.Argument(
+            metavar="RUN",
             help="Run folders or results.json files: many runs, or one run of many nodes.",
             show_default=False,
         ),
     ],
     output: Annotated[
-        Path, typer.Option("-o", "--output", help="The baseline file to write (JSON).")
+        Path,
+        typer.Option("-o", "--output", metavar="FILE", help="The baseline file to write (JSON)."),
     ],
     name: Annotated[
-        str | None, typer.Option(help="Its name in comparisons (default: the file's stem).")
+        str | None,
+        typer.Option(metavar="NAME", help="Its name in comparisons (default: the file's stem)."),
     ] = None,
 ) -> None:
     """Build a fleet baseline: per (benchmark, metric, params, GPU model) the median, the MAD

@@ -8,12 +8,37 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+import typer.core
 from rich.console import Console
 
 from clusterbench.exits import EXIT_USAGE
 from clusterbench.thresholds import Thresholds
 
-__all__ = ["_compare_thresholds", "_console", "_first_line", "_split", "_usage_error", "app"]
+__all__ = [
+    "PlainUsage",
+    "_compare_thresholds",
+    "_console",
+    "_first_line",
+    "_split",
+    "_usage_error",
+    "app",
+]
+
+
+class PlainUsage(typer.core.TyperCommand):
+    """A command whose usage line names its required arguments bare (``compare [OPTIONS] BASE
+    NEW``), as most tools do, not in braces, which read like placeholders to fill."""
+
+    def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
+        return [_unbraced(piece) for piece in super().collect_usage_pieces(ctx)]
+
+
+def _unbraced(piece: str) -> str:
+    if piece.startswith("{") and "}" in piece:
+        name, _, rest = piece[1:].partition("}")
+        return name + rest
+    return piece
+
 
 app = typer.Typer(
     name="clusterbench",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from clusterbench.cli._common import _console, _usage_error, app
+from clusterbench.cli._common import PlainUsage, _console, _usage_error, app
 
 if TYPE_CHECKING:
     from clusterbench.analysis.cost import CostTable
@@ -151,9 +151,12 @@ def _amount(help_text: str, metavar: str = "$") -> Any:
     return typer.Option(help=help_text, metavar=metavar, show_default=False)
 
 
-@app.command("cost", help=_COST_HELP)
+@app.command("cost", cls=PlainUsage, help=_COST_HELP)
 def cost(
-    run: Annotated[str, typer.Argument(help="Run folder or its results.json.", show_default=False)],
+    run: Annotated[
+        str,
+        typer.Argument(metavar="RUN", help="Run folder or its results.json.", show_default=False),
+    ],
     gpu_hour: Annotated[str | None, _amount("Cloud: $ per GPU-hour.")] = None,
     capex_per_node: Annotated[str | None, _amount("On-prem: $ a node costs to buy.")] = None,
     years: Annotated[str | None, _amount("On-prem: years to write it off over.", "N")] = None,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from clusterbench.cli._common import _split, _usage_error, app
+from clusterbench.cli._common import PlainUsage, _split, _usage_error, app
 from clusterbench.exits import EXIT_RUN_ERROR
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ def _export_one(results: Results, fmt: str, *, request: ExportRequest, run_dir: 
     return [str(path)]
 
 
-@app.command("export", help=_EXPORT_HELP)
+@app.command("export", cls=PlainUsage, help=_EXPORT_HELP)
 def export(
     run: Annotated[
         Path,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from clusterbench.cli._common import _console, _split, _usage_error, app
+from clusterbench.cli._common import PlainUsage, _console, _split, _usage_error, app
 
 if TYPE_CHECKING:
     from clusterbench.analysis.prediction import Prediction
@@ -44,16 +44,21 @@ _TEXT = frozenset({"from", "strategy", "used", "value", "value and source", "not
 """Columns of words, left-aligned; the others hold numbers."""
 
 
-@app.command("predict", help=_PREDICT_HELP)
+@app.command("predict", cls=PlainUsage, help=_PREDICT_HELP)
 def predict(
-    run: Annotated[str, typer.Argument(help="Run folder or its results.json.", show_default=False)],
+    run: Annotated[
+        str,
+        typer.Argument(metavar="RUN", help="Run folder or its results.json.", show_default=False),
+    ],
     gpus: Annotated[
-        str, typer.Option("--gpus", help="GPU counts to predict at, comma-separated.")
+        str,
+        typer.Option("--gpus", metavar="N[,N]", help="GPU counts to predict at, comma-separated."),
     ] = "64,256,1024",
     gpus_per_node: Annotated[
         int | None,
         typer.Option(
             "--gpus-per-node",
+            metavar="N",
             help="GPUs per node of the cluster predicted for (default: the run's, or 8 when "
             "it had one per node).",
             show_default=False,
@@ -63,6 +68,7 @@ def predict(
         float | None,
         typer.Option(
             "--nic-gbps",
+            metavar="GBPS",
             help="Inter-node Gb/s per node (default: the measured rails, else the NIC "
             "inventory, else 400).",
             show_default=False,
@@ -70,11 +76,17 @@ def predict(
     ] = None,
     strategy: Annotated[
         str,
-        typer.Option("--strategy", help="Strategies, comma-separated: ddp, fsdp."),
+        typer.Option(
+            "--strategy", metavar="ddp|fsdp", help="Strategies, comma-separated: ddp, fsdp."
+        ),
     ] = "ddp,fsdp",
     target: Annotated[
         float,
-        typer.Option("--target", help="Weak-scaling efficiency the bandwidth figure aims for."),
+        typer.Option(
+            "--target",
+            metavar="FRACTION",
+            help="Weak-scaling efficiency the bandwidth figure aims for.",
+        ),
     ] = 0.9,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the prediction as JSON instead of tables.")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from clusterbench.cli._common import _compare_thresholds, _usage_error, app
+from clusterbench.cli._common import PlainUsage, _compare_thresholds, _usage_error, app
 from clusterbench.runtime.atomic import write_text_atomic
 from clusterbench.thresholds import Thresholds
 
@@ -35,7 +35,7 @@ or an output that cannot be written (one line).
 """
 
 
-@app.command("report", help=_REPORT_HELP)
+@app.command("report", cls=PlainUsage, help=_REPORT_HELP)
 def report(
     run: Annotated[
         str,
@@ -59,6 +59,7 @@ def report(
         typer.Option(
             "-o",
             "--output",
+            metavar="FILE",
             help="The HTML file to write (default: report.html in RUN's folder, or "
             "comparison.html in NEW's).",
         ),
@@ -66,8 +67,9 @@ def report(
     match: Annotated[
         str,
         typer.Option(
+            metavar="host|gpu",
             help="With NEW: host (match figures by host and device) or gpu (by GPU index and "
-            "model, hostname ignored), as in 'clusterbench compare'."
+            "model, hostname ignored), as in 'clusterbench compare'.",
         ),
     ] = "host",
     show_all: Annotated[
@@ -78,6 +80,7 @@ def report(
         Path | None,
         typer.Option(
             "--history",
+            metavar="FILE",
             help="With NEW: the history database whose earlier comparable runs give the "
             "run-to-run noise (default: as 'clusterbench run' records them).",
         ),
@@ -88,12 +91,17 @@ def report(
     ] = False,
     config: Annotated[
         Path | None,
-        typer.Option("--config", help="With NEW: TOML file whose [thresholds] judge the changes."),
+        typer.Option(
+            "--config",
+            metavar="FILE",
+            help="With NEW: TOML file whose [thresholds] judge the changes.",
+        ),
     ] = None,
     set_: Annotated[
         list[str] | None,
         typer.Option(
             "--set",
+            metavar="KEY=VALUE",
             help="With NEW: a threshold, repeatable: thresholds.KEY=VALUE (default: the "
             "built-in thresholds).",
         ),

@@ -18,12 +18,14 @@ from clusterbench.report.advice import ADVICE_TITLE, advice_table
 from clusterbench.report.drain import drain_lines, run_drain_list
 from clusterbench.report.sections.soak import soak_line
 from clusterbench.report.timing import time_line
+from clusterbench.report.verdict import verdict_lines
 from clusterbench.schema import Finding, Results
 from clusterbench.views.cells import (
     Grid,
     Matrix,
     Section,
     error_where,
+    findings_and_notes,
     header_line,
     matrix_cell,
     matrix_title,
@@ -38,9 +40,13 @@ ADVICE_SHOWN = 5
 """The console names the top few changes; summary.md and report.html list every one."""
 
 
-def render_summary(results: Results, sections: Sequence[Section], console: Console) -> None:
-    """Header, one table per benchmark section, findings, what to change, the drain list
-    (after node-pair tests), errors, what did not finish, and a soak's rounds and drift."""
+def render_summary(
+    results: Results, sections: Sequence[Section], console: Console, *, verbose: bool = False
+) -> None:
+    """Header, one table per benchmark section, the verdict per node, findings, what to
+    change, the drain list (after node-pair tests), errors, what did not finish, and a soak's
+    rounds and drift.  The notes (info findings) are counted in one line, or with ``verbose``
+    printed after the findings."""
     console.print(Text(header_line(results), style="bold"))
     if not sections:
         console.print("No measurements.")
@@ -50,7 +56,8 @@ def render_summary(results: Results, sections: Sequence[Section], console: Conso
     if line:
         console.print()
         console.print(Text(line))
-    _print_findings(results, console)
+    _print_verdict(results, console)
+    _print_findings(results, console, verbose=verbose)
     print_advice(results, console)
     _print_drain(results, console)
     _print_errors(results, console)
@@ -58,6 +65,15 @@ def render_summary(results: Results, sections: Sequence[Section], console: Conso
     soak = soak_line(results)
     if soak:
         console.print(Text(soak, style="bold"))
+
+
+def _print_verdict(results: Results, console: Console) -> None:
+    """One line per node: healthy, or what falls short of known-good (then the findings)."""
+    lines = verdict_lines(results)
+    if lines:
+        console.print()
+    for text, healthy in lines:
+        console.print(Text(text, style="bold green" if healthy else "bold yellow"))
 
 
 def _print_section(section: Section, console: Console) -> None:
@@ -157,8 +173,16 @@ def severity_counts(findings: Iterable[Finding]) -> str:
     return ", ".join(f"{n} {s}" for s, n in counts.items() if n)
 
 
-def _print_findings(results: Results, console: Console) -> None:
-    print_findings(results.findings, console, title="Findings", none="No findings.")
+def _print_findings(results: Results, console: Console, *, verbose: bool) -> None:
+    act_on, notes = findings_and_notes(results.findings)
+    none = "No findings to act on." if notes else "No findings."
+    print_findings(act_on, console, title="Findings", none=none)
+    if notes and verbose:
+        print_findings(notes, console, title="Notes", none="")
+    elif notes:
+        n, s = len(notes), "s" if len(notes) != 1 else ""
+        text = f"{n} note{s} that need{'' if s else 's'} no action: in summary.md and report.html"
+        console.print(Text(f"{text} (--verbose prints them)", style="dim"))
 
 
 def print_findings(findings: Iterable[Finding], console: Console, *, title: str, none: str) -> None:

@@ -45,6 +45,9 @@ padding:.1rem .3rem;border-radius:3px;word-break:break-all}
 border-left:6px solid var(--ok);background:#edf7ee;margin:.4rem 0 .8rem}
 .verdict.fail{border-color:var(--fail);background:#fdecec}
 .verdict.warn{border-color:var(--warn);background:#fdf3e3}
+.node-verdicts{list-style:none;padding:0;margin:0 0 .8rem}
+.node-verdicts li{padding:.15rem .6rem;border-left:4px solid var(--ok);margin:.2rem 0}
+.node-verdicts li.short{border-color:var(--warn);font-weight:600}
 .sev{font-weight:700;text-transform:uppercase;font-size:.8rem}
 .sev-fail .sev,.err{color:var(--fail)}.sev-warn .sev{color:var(--warn)}
 .sev-info .sev{color:var(--info)}

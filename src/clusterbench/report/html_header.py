@@ -12,8 +12,9 @@ from html import escape
 
 from clusterbench.report.advice import ADVICE_HEADER, advice_table
 from clusterbench.report.html_tables import Cell, findings_table, table
+from clusterbench.report.verdict import verdict_lines
 from clusterbench.schema import CpuInfo, ErrorRecord, Finding, GpuInfo, HostInfo, NicInfo, Results
-from clusterbench.views.cells import error_where
+from clusterbench.views.cells import error_where, findings_and_notes
 
 __all__ = [
     "advice_block",
@@ -46,7 +47,8 @@ def _level(results: Results) -> str:
 
 
 def verdict_block(results: Results) -> str:
-    """The verdict line, then the findings, errors, and what did not finish or was skipped."""
+    """The verdict line, one line per node (healthy, or short of known-good), then the
+    findings, errors, and what did not finish or was skipped."""
     run = results.run
     parts = [f"run {run.status}"]
     counts = severity_counts(results.findings)
@@ -57,8 +59,24 @@ def verdict_block(results: Results) -> str:
         parts.append(f"did not finish: {', '.join(run.unfinished)}")
     level = _level(results)
     html = [f'<div class="verdict {level}">{escape(" · ".join(parts))}</div>']
-    if results.findings:
-        html.append(findings_table(results.findings))
+    nodes = verdict_lines(results)
+    if nodes:
+        items = "".join(
+            f'<li class="{"healthy" if line.healthy else "short"}">{escape(line.text)}</li>'
+            for line in nodes
+        )
+        html.append(f'<ul class="node-verdicts">{items}</ul>')
+    act_on, notes = findings_and_notes(results.findings)
+    if act_on:
+        html.append(findings_table(act_on))
+    elif notes:
+        html.append('<p class="no-findings">No findings to act on.</p>')
+    if notes:
+        n = len(notes)
+        html.append(
+            f'<details class="notes"><summary>Notes: {n} that need{"s" if n == 1 else ""} no '
+            f"action</summary>{findings_table(notes)}</details>"
+        )
     if results.errors:
         items = "".join(
             f'<li><span class="err">error</span> {escape(_error_text(e))}</li>'

@@ -8,27 +8,31 @@ from collections.abc import Sequence
 from clusterbench.report.advice import ADVICE_HEADER, ADVICE_TITLE, advice_table
 from clusterbench.report.drain import drain_markdown, run_drain_list
 from clusterbench.report.timing import time_line
-from clusterbench.schema import ErrorRecord, Results
+from clusterbench.report.verdict import verdict_lines
+from clusterbench.schema import ErrorRecord, Finding, Results
 from clusterbench.units import format_seconds
 from clusterbench.views.cells import (
     Grid,
     Matrix,
     Section,
+    findings_and_notes,
     header_line,
     matrix_cell,
     matrix_title,
     row_cells,
     row_header,
-    sorted_findings,
 )
 
 __all__ = ["render_markdown"]
 
 
 def render_markdown(results: Results, sections: Sequence[Section]) -> str:
-    """Header, what to change, one table per benchmark section, findings, the drain list
-    (after node-pair tests), errors, and what did not finish."""
+    """Header, the verdict per node, what to change, one table per benchmark section,
+    findings, the drain list (after node-pair tests), errors, and what did not finish."""
     parts = [f"# clusterbench run {results.run.id}", header_line(results)]
+    verdict = verdict_lines(results)
+    if verdict:
+        parts.append("## Verdict\n\n" + "\n".join(f"- {line.text}" for line in verdict))
     advice = _advice(results)
     if advice:
         parts.append(advice)
@@ -103,11 +107,18 @@ def _time(results: Results) -> str:
 
 
 def _findings(results: Results) -> str:
-    findings = sorted_findings(results.findings)
-    if not findings:
-        return "## Findings\n\nNo findings."
+    """The findings to act on, then the notes (info: no action needed) in a part of their own."""
+    act_on, notes = findings_and_notes(results.findings)
+    none = "No findings to act on." if notes else "No findings."
+    parts = ["## Findings\n\n" + (_findings_table(act_on) if act_on else none)]
+    if notes:
+        parts.append("## Notes\n\nNothing to act on.\n\n" + _findings_table(notes))
+    return "\n\n".join(parts)
+
+
+def _findings_table(findings: Sequence[Finding]) -> str:
     rows = [(f.severity.upper(), f.scope, f.message, f.fix) for f in findings]
-    return "## Findings\n\n" + _table(("severity", "scope", "message", "fix"), rows)
+    return _table(("severity", "scope", "message", "fix"), rows)
 
 
 def _error(err: ErrorRecord) -> str:

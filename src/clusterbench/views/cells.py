@@ -34,6 +34,7 @@ __all__ = [
     "RowsLayout",
     "Section",
     "error_where",
+    "findings_and_notes",
     "format_bytes",
     "format_value",
     "generic_section",
@@ -259,6 +260,15 @@ def matrix_cell(matrix: Matrix, src: str, dst: str) -> str:
 
 def sorted_findings(findings: Iterable[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: SEVERITY_ORDER[f.severity])
+
+
+def findings_and_notes(findings: Iterable[Finding]) -> tuple[list[Finding], list[Finding]]:
+    """The findings to act on (fail, warn), most severe first, and the notes (info): what
+    needs no action, shown apart (summary.md's and report.html's Notes, ``--verbose``)."""
+    ordered = sorted_findings(findings)
+    return [f for f in ordered if f.severity != "info"], [
+        f for f in ordered if f.severity == "info"
+    ]
 
 
 # --- rows ----------------------------------------------------------------------------------

@@ -1,0 +1,35 @@
+"""Every command's --help in plain words: required arguments bare in the usage line (not in
+braces), and each option's value named (``--out DIR``, ``--match host|gpu``), not typed
+(``<path>``, ``<list[str]>``)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from clusterbench.cli import app
+
+COMMANDS = [
+    ["run"], ["launch"], ["report"], ["export"], ["compare"], ["cost"], ["predict"],
+    ["doctor"], ["info"], ["list"], ["schema"], ["history", "show"], ["history", "import"],
+    ["baseline", "build"],
+]  # fmt: skip
+_TYPED = re.compile(r"^\s+(?:-\w, )?--[\w-]+ <[^>]+>", re.M)
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_help_names_values_plainly(command: list[str]) -> None:
+    result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.output
+    usage = next(line for line in result.output.splitlines() if "Usage:" in line)
+    assert "{" not in usage and "}" not in usage, usage
+    assert not _TYPED.findall(result.output), _TYPED.findall(result.output)
+
+
+def test_required_arguments_are_bare_and_optional_ones_bracketed() -> None:
+    out = CliRunner().invoke(app, ["report", "--help"], env={"COLUMNS": "100"}).output
+    assert "report [OPTIONS] RUN|BASE [NEW]" in out
+    out = CliRunner().invoke(app, ["compare", "--help"], env={"COLUMNS": "100"}).output
+    assert "compare [OPTIONS] BASE NEW" in out and "--match host|gpu" in out
