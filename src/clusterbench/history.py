@@ -288,18 +288,14 @@ class History:
 
     def comparable_runs(self, results: Results, limit: int = 20) -> list[Results]:
         """Earlier runs like ``results``: the same suite on the same set of hostnames, started
-        before it (its own id excluded), newest first, rebuilt from their results.json."""
+        before it, newest first, rebuilt from their results.json.  Earlier runs written to a
+        folder of the same name (``--out /scratch/cb/run`` every week) count: a run is its
+        id and its start."""
         sql = (
             "SELECT id, results_json_zlib FROM runs WHERE suite = ? AND hosts = ?"
-            " AND started_utc < ? AND id != ? ORDER BY started_utc DESC, pk DESC LIMIT ?"
+            " AND started_utc < ? ORDER BY started_utc DESC, pk DESC LIMIT ?"
         )
-        key = (
-            results.run.suite,
-            json.dumps(_hostnames(results)),
-            _utc(results.run.started),
-            results.run.id,
-            limit,
-        )
+        key = (results.run.suite, json.dumps(_hostnames(results)), _utc(results.run.started), limit)
         return [_decode(blob, run_id=run_id) for run_id, blob in self._query(sql, key)]
 
     def timings(

@@ -154,6 +154,16 @@ def test_comparable_runs_same_suite_and_hosts_earlier_newest_first(tmp_path: Pat
         assert [r.run.id for r in history.comparable_runs(now, limit=1)] == ["tz"]
 
 
+def test_earlier_runs_in_a_folder_of_the_same_name_are_comparable(tmp_path: Path) -> None:
+    """--out /scratch/cb/run every week: each week's run is an earlier run of the next."""
+    weeks = [make_results("run", f"2026-12-0{d}T10:00:00+00:00") for d in (1, 2, 3, 4)]
+    with open_history(tmp_path / "h.sqlite") as history:
+        for r in weeks:
+            history.record(r, tmp_path / "run")
+        found = history.comparable_runs(weeks[-1])
+    assert [r.run.started for r in found] == [r.run.started for r in weeks[2::-1]]
+
+
 def test_reading_a_missing_history_creates_nothing(tmp_path: Path) -> None:
     db = tmp_path / "none" / "h.sqlite"
     with open_history(db) as history:
