@@ -33,3 +33,10 @@ def test_required_arguments_are_bare_and_optional_ones_bracketed() -> None:
     assert "report [OPTIONS] RUN|BASE [NEW]" in out
     out = CliRunner().invoke(app, ["compare", "--help"], env={"COLUMNS": "100"}).output
     assert "compare [OPTIONS] BASE NEW" in out and "--match host|gpu" in out
+
+
+@pytest.mark.parametrize("command", [["run"], ["launch"], ["report"], ["export"],
+                                     ["baseline", "build"]], ids=" ".join)  # fmt: skip
+def test_every_command_that_writes_takes_o_and_out(command: list[str]) -> None:
+    out = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "120"}).output
+    assert re.search(r"^\s+-o, --out[ ,]", out, re.M), out

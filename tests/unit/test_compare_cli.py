@@ -110,4 +110,4 @@ def test_help_names_the_options() -> None:
     compare_help = " ".join(invoke("compare", "--help").output.split())
     for option in ("--match", "--all", "--json", "--config", "--set", "--history", "--no-history"):
         assert option in compare_help
-    assert "-o, --output" in invoke("baseline", "build", "--help").output
+    assert "-o, --out, --output" in invoke("baseline", "build", "--help").output

@@ -459,7 +459,7 @@ def test_report_help_explains_both_forms() -> None:
         "comparison.html",
         "BASE NEW",
         "opens offline",
-        "-o, --output",
+        "-o, --out, --output",
         "--match",
         "--all",
         "--history",

@@ -76,7 +76,10 @@ def run(
     out: Annotated[
         Path | None,
         typer.Option(
-            metavar="DIR", help="Run folder to write (default clusterbench-runs/<UTC time>-<host>)."
+            "-o",
+            "--out",
+            metavar="DIR",
+            help="Run folder to write (default clusterbench-runs/<UTC time>-<host>).",
         ),
     ] = None,
     nproc: Annotated[
@@ -427,7 +430,8 @@ def launch(
         str, typer.Option("--format", metavar="yaml|json", help="k8s output: yaml or json.")
     ] = "yaml",
     out: Annotated[
-        Path | None, typer.Option(metavar="FILE", help="Write to this file instead of stdout.")
+        Path | None,
+        typer.Option("-o", "--out", metavar="FILE", help="Write to this file instead of stdout."),
     ] = None,
     results_pvc: Annotated[
         str | None,
@@ -924,7 +928,9 @@ def baseline_build(
     ],
     output: Annotated[
         Path,
-        typer.Option("-o", "--output", metavar="FILE", help="The baseline file to write (JSON)."),
+        typer.Option(
+            "-o", "--out", "--output", metavar="FILE", help="The baseline file to write (JSON)."
+        ),
     ],
     name: Annotated[
         str | None,

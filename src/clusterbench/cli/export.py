@@ -174,6 +174,7 @@ def export(
         Path | None,
         typer.Option(
             "-o",
+            "--out",
             "--output",
             metavar="FILE|-|DIR",
             help="FILE for one format, - for stdout (text formats), or an existing folder "

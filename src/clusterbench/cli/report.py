@@ -58,6 +58,7 @@ def report(
         Path | None,
         typer.Option(
             "-o",
+            "--out",
             "--output",
             metavar="FILE",
             help="The HTML file to write (default: report.html in RUN's folder, or "
