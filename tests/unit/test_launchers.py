@@ -277,7 +277,8 @@ def test_cli_launch_slurm_and_out_file(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "#SBATCH --nodes=4" in result.stdout
     out = tmp_path / "k8s.yaml"
-    args = ["launch", "--k8s", "--nodes", "2", "--gpus-per-node", "8", "--out", str(out)]
+    args = ["launch", "--k8s", "--nodes", "2", "--gpus-per-node", "8", "--image", "r/cb:1",
+            "--out", str(out)]  # fmt: skip
     result = runner.invoke(app, [*args, "--", "--only", "network"])
     assert result.exit_code == 0, result.output
     manifest = yaml.safe_load(out.read_text(encoding="utf-8"))
@@ -298,10 +299,11 @@ def test_cli_launch_slurm_and_out_file(tmp_path: Path) -> None:
         (["--slurm", "--gpus-per-node", "8"], "required"),
         (["--slurm", "--nodes", "2", "--gpus-per-node", "8", "--suite", "huge"], "unknown suite"),
         (["--k8s", "--nodes", "2", "--gpus-per-node", "8", "--format", "xml"], "--format"),
+        (["--k8s", "--nodes", "2", "--gpus-per-node", "8"], "--k8s needs --image IMAGE"),
         (["--mpi", "--nodes", "2", "--gpus-per-node", "8", "--env", "NOEQUALS"], "KEY=VALUE"),
         (
             [
-                *("--k8s", "--nodes", "2", "--gpus-per-node", "8"),
+                *("--k8s", "--nodes", "2", "--gpus-per-node", "8", "--image", "r/cb:1"),
                 *("--results-pvc", "r", "--results-host-path", "/data"),
             ],
             "--results-pvc and --results-host-path: choose one",
@@ -313,7 +315,7 @@ def test_cli_launch_slurm_and_out_file(tmp_path: Path) -> None:
         (
             [
                 *("--k8s", "--nodes", "2", "--gpus-per-node", "8", "--results-pvc", "r"),
-                *("--", "--out", "runs/a"),
+                *("--image", "r/cb:1", "--", "--out", "runs/a"),
             ],
             "--out runs/a: outside the results volume",
         ),
@@ -327,7 +329,7 @@ def test_cli_bad_input_is_one_line_exit_2(args: list[str], text: str) -> None:
 
 
 def test_cli_launch_k8s_says_on_stderr_where_results_land(tmp_path: Path) -> None:
-    base = ["launch", "--k8s", "--nodes", "2", "--gpus-per-node", "8"]
+    base = ["launch", "--k8s", "--nodes", "2", "--gpus-per-node", "8", "--image", "r/cb:1"]
     result = runner.invoke(app, base)
     assert result.exit_code == 0, result.output
     assert result.stderr.splitlines() == [

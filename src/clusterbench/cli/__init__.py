@@ -417,7 +417,12 @@ def launch(
     ] = None,
     port: Annotated[int, typer.Option(metavar="PORT", help="Rendezvous port.")] = 29500,
     image: Annotated[
-        str | None, typer.Option(metavar="IMAGE", help="Container image (k8s).")
+        str | None,
+        typer.Option(
+            metavar="IMAGE",
+            help="Container image every pod runs (--k8s: required), with clusterbench and a "
+            "CUDA build of torch.",
+        ),
     ] = None,
     name: Annotated[
         str, typer.Option(metavar="NAME", help="Job name / rendezvous id.")
@@ -477,6 +482,11 @@ def launch(
         check_suite_name(suite)
         if fmt not in ("yaml", "json"):
             raise ValueError(f"--format must be yaml or json, got {fmt!r}")
+        if launcher == "k8s" and image is None:
+            raise ValueError(
+                "--k8s needs --image IMAGE: a container image with clusterbench and a CUDA "
+                "build of torch, which every pod runs"
+            )
         spec = LaunchSpec(
             nodes=nodes,
             gpus_per_node=gpus_per_node,
@@ -486,7 +496,7 @@ def launch(
             name=name,
             env=parse_env(env or []),
             run_args=tuple(run_args or []),
-            image=image or DEFAULT_IMAGE,
+            image=image or DEFAULT_IMAGE,  # not read: --k8s alone needs --image
             results_pvc=results_pvc,
             results_host_path=results_host_path,
             join_timeout_s=join_timeout,
