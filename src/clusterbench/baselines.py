@@ -27,6 +27,7 @@ __all__ = [
     "compare_with",
     "load_baseline",
     "load_compared",
+    "load_recorded",
     "load_run",
     "previous_runs",
     "run_thresholds",
@@ -89,12 +90,30 @@ def load_baseline(source: str | Path) -> Baseline:
         raise _invalid(p, "clusterbench baseline file", exc) from None
 
 
-def load_compared(source: str | Path) -> Results | Baseline:
-    """What ``compare`` takes as its base: a run (folder or results.json), a baseline file, or
-    ``builtin``."""
+def load_recorded(source: str | Path, *, history: Path | None) -> Results:
+    """A run folder or results.json; else a run id the history prints (``clusterbench
+    history``): the newest run of that id it holds."""
+    p = Path(source)
+    if p.exists():
+        return load_run(p)
+    try:
+        with open_history(history) as store:
+            runs, where = store.load(str(source)), store.path
+    except HistoryError as exc:
+        raise ValueError(f"{source}: no such file or folder ({exc})") from None
+    if not runs:
+        raise ValueError(f"{source}: no such file or folder, nor a run of that id in {where}")
+    return runs[-1]
+
+
+def load_compared(source: str | Path, *, history: Path | None = None) -> Results | Baseline:
+    """What ``compare`` takes as its base: a run (folder, results.json, or a run id of the
+    history), a baseline file, or ``builtin``."""
     if str(source) == BUILTIN:
         return builtin_baseline()
     p = Path(source)
+    if not p.exists():
+        return load_recorded(source, history=history)
     data = _read_json(p, what="results.json or baseline file")
     if isinstance(data, dict) and data.get("format") == "clusterbench-baseline":
         return load_baseline(p)

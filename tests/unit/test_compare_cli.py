@@ -111,3 +111,26 @@ def test_help_names_the_options() -> None:
     for option in ("--match", "--all", "--json", "--config", "--set", "--history", "--no-history"):
         assert option in compare_help
     assert "-o, --out, --output" in invoke("baseline", "build", "--help").output
+
+
+def test_runs_named_by_the_ids_the_history_prints(tmp_path: Path) -> None:
+    """compare takes the run ids of 'clusterbench history': the newest run of that id."""
+    from clusterbench.history import open_history
+
+    db = tmp_path / "h.sqlite"
+    fast = results(meas(790.0, values=samples(790.0)), run_id="week")
+    fast.run.started = "2026-12-01T10:00:00+00:00"
+    slow = results(meas(600.0, values=samples(600.0)), run_id="week")
+    slow.run.started = "2026-12-08T10:00:00+00:00"
+    base = results(meas(790.0, values=samples(790.0)), run_id="before")
+    with open_history(db) as history:
+        for r in (fast, slow, base):
+            history.record(r, tmp_path / r.run.id)
+    result = invoke("compare", "before", "week", "--history", str(db), "--json")
+    assert result.exit_code == 1, result.output  # the newest 'week', the slow one
+    assert json.loads(result.stdout)["new"]["started"] == "2026-12-08T10:00:00+00:00"
+    result = invoke("compare", "nosuch", "week", "--history", str(db))
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        f"clusterbench: error: BASE: nosuch: no such file or folder, nor a run of that id in {db}"
+    )

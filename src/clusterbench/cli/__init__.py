@@ -729,12 +729,13 @@ def history_import(
 # ----------------------------------------------------------------------------- compare
 
 
-def _load_base(source: str, *, option: str) -> Results | Baseline:
-    """A run, a baseline file or ``builtin``; a bad one is one line and exit 2."""
+def _load_base(source: str, *, option: str, history: Path | None = None) -> Results | Baseline:
+    """A run (or a run id of the history), a baseline file or ``builtin``; a bad one is one
+    line and exit 2."""
     from clusterbench.baselines import load_compared
 
     try:
-        return load_compared(source)
+        return load_compared(source, history=history)
     except ValueError as exc:
         raise _usage_error(f"{option}: {exc}") from None
 
@@ -807,7 +808,8 @@ def _with_baseline(
 _COMPARE_HELP = """Compare two runs, or a run and a baseline: base, new, change, verdict per figure.
 
 BASE is a run folder or results.json, a baseline file ('clusterbench baseline build') or
-'builtin' (known-good figures per GPU model); NEW is a run folder or results.json.  Figures
+'builtin' (known-good figures per GPU model); NEW is a run folder or results.json.  Either run
+may also be named by the run id 'clusterbench history' prints (the newest run of that id).  Figures
 are matched by benchmark, metric, params and host/device (--match gpu: GPU index and model,
 hostname ignored).  A change is a regression or improvement only beyond both the practical
 limit of its unit (thresholds.regression_min_rel, 5%; on CPU workers regression_min_rel_cpu;
@@ -829,14 +831,17 @@ def compare_runs(
         str,
         typer.Argument(
             metavar="BASE",
-            help="Run folder or results.json, baseline file, or 'builtin'.",
+            help="Run folder or results.json, a run id of the history, a baseline file, or "
+            "'builtin'.",
             show_default=False,
         ),
     ],
     new: Annotated[
-        Path,
+        str,
         typer.Argument(
-            metavar="NEW", help="Run folder or results.json of the new run.", show_default=False
+            metavar="NEW",
+            help="Run folder or results.json of the new run, or its run id in the history.",
+            show_default=False,
         ),
     ],
     match: Annotated[
@@ -881,7 +886,7 @@ def compare_runs(
         bool, typer.Option("--no-history", help="Judge without earlier runs from the history.")
     ] = False,
 ) -> None:
-    from clusterbench.baselines import compare_with, load_run, previous_runs
+    from clusterbench.baselines import compare_with, load_recorded, previous_runs
     from clusterbench.report.compare import render_comparison
 
     if match not in ("host", "gpu"):
@@ -892,9 +897,9 @@ def compare_runs(
         thresholds = _compare_thresholds(config, set_ or [])
     except ValueError as exc:
         raise _usage_error(str(exc)) from None
-    against = _load_base(base, option="BASE")
+    against = _load_base(base, option="BASE", history=history)
     try:
-        results = load_run(new)
+        results = load_recorded(new, history=history)
     except ValueError as exc:
         raise _usage_error(f"NEW: {exc}") from None
     previous, warning = previous_runs(results, path=history, enabled=not no_history)
