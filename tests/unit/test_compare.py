@@ -308,3 +308,32 @@ def test_history_of_runs_with_other_settings_is_not_used() -> None:
     assert only_row(compare(b, n, T, previous=steady)).reason == "noise_unknown"
     same = [r.model_copy(update={"run": n.run}) for r in steady]
     assert only_row(compare(b, n, T, previous=same)).verdict == "regression"
+
+
+def test_changes_with_unknown_noise_are_counted_apart_listed_and_named_in_the_headline() -> None:
+    import io
+
+    from rich.console import Console
+
+    from clusterbench.report.compare import comparison_markdown, counts_line, render_comparison
+
+    b = results(meas(790.0), meas(4000.0, benchmark="memory", metric="bandwidth", unit="GB/s"))
+    n = results(meas(245.0), meas(4010.0, benchmark="memory", metric="bandwidth", unit="GB/s"),
+                run_id="n")  # fmt: skip
+    c = compare(b, n, T)  # -69% GEMM, no repeats, no history: the noise is unknown
+    assert counts_line(c).endswith("1 unchanged, 1 noise unknown")
+
+    def printed(**kw: bool) -> str:
+        buf = io.StringIO()
+        render_comparison(c, Console(file=buf, width=200), **kw)
+        return buf.getvalue()
+
+    out = printed()
+    assert "No regressions." not in out and "-69.0%" not in out.replace("−", "-")
+    assert "No regressions beyond the noise, but 1 change(s) beyond the practical limit with " \
+           "the noise unknown, 1 of them worse (--all lists them)" in out  # fmt: skip
+    assert "1 unchanged: 1 within the practical limit" in out
+    listed = printed(show_all=True).replace("−", "-")
+    assert "-69.0%" in listed and "noise unknown" in listed and "(listed above)" in listed
+    md = comparison_markdown(c)
+    assert "Rows: 0 regression, 0 improvement, 0 new, 0 missing, 1 unchanged, 1 noise unknown" in md

@@ -61,13 +61,26 @@ _REASONS = {
 }
 
 
+def _unknown(r: ComparisonRow) -> bool:
+    """A change beyond the practical limit whose noise is unknown: not judged, so not
+    'unchanged' either."""
+    return r.verdict == "unchanged" and r.reason == "noise_unknown"
+
+
 def counts_line(c: Comparison) -> str:
-    return ", ".join(f"{n} {verdict}" for verdict, n in c.counts().items())
+    """'0 regression, 1 improvement, ..., 40 unchanged, 2 noise unknown': changes beyond the
+    practical limit whose noise is unknown are counted apart from the unchanged rows."""
+    counts = c.counts()
+    unknown = sum(_unknown(r) for r in c.rows)
+    counts["unchanged"] -= unknown
+    parts = [f"{n} {verdict}" for verdict, n in counts.items()]
+    return ", ".join([*parts, f"{unknown} noise unknown"] if unknown else parts)
 
 
 def unchanged_line(c: Comparison) -> str:
-    """'571 unchanged: 320 within the practical limit, ...' ('' when none is unchanged)."""
-    unchanged = [r for r in c.rows if r.verdict == "unchanged"]
+    """'571 unchanged: 320 within the practical limit, ...' ('' when none is unchanged); the
+    changes whose noise is unknown are not among them."""
+    unchanged = [r for r in c.rows if r.verdict == "unchanged" and not _unknown(r)]
     if not unchanged:
         return ""
     parts = []
@@ -78,7 +91,24 @@ def unchanged_line(c: Comparison) -> str:
     return f"{len(unchanged)} unchanged: " + ", ".join(parts)
 
 
+def no_regressions_line(c: Comparison, *, show_all: bool = False) -> str:
+    """'No regressions.', or, with changes whose noise is unknown, how many (and how many of
+    them are worse) and how to judge them."""
+    unknown = [r for r in c.rows if _unknown(r)]
+    if not unknown:
+        return "No regressions."
+    worse = sum(1 for r in unknown if r.change and (r.change < 0) == (r.direction != "lower"))
+    listed = "listed above" if show_all else "--all lists them"
+    return (
+        f"No regressions beyond the noise, but {len(unknown)} change(s) beyond the practical "
+        f"limit with the noise unknown, {worse} of them worse ({listed}): 3 or more earlier "
+        "runs in the history, or repeats in each run, judge them"
+    )
+
+
 def shown_rows(c: Comparison, *, show_all: bool) -> list[ComparisonRow]:
+    """The rows a comparison lists: every changed, new or missing row (``show_all``: the
+    unchanged ones and those whose noise is unknown too)."""
     rows = [r for r in c.rows if show_all or r.verdict != "unchanged"]
     fail_first = {"fail": 0, "warn": 1, None: 2}
     return sorted(rows, key=lambda r: (_ORDER[r.verdict], fail_first[r.severity]))
@@ -106,6 +136,8 @@ def _where(r: ComparisonRow, c: Comparison) -> str:
 
 
 def _verdict(r: ComparisonRow) -> str:
+    if _unknown(r):
+        return "noise unknown"
     return f"{r.verdict} ({r.severity})" if r.severity else r.verdict
 
 
@@ -145,7 +177,9 @@ def render_comparison(
         hidden = "" if show_all else " (--all lists them)"
         console.print(unchanged_line(c) + hidden, soft_wrap=True)
     if findings:
-        print_findings(c.findings, console, title="Regressions", none="No regressions.")
+        print_findings(
+            c.findings, console, title="Regressions", none=no_regressions_line(c, show_all=show_all)
+        )
     elif c.findings:
         console.print(f"Regressions: {severity_counts(c.findings)} (with the findings above)")
     _print_metadata(c, console)
@@ -207,7 +241,7 @@ def comparison_markdown(c: Comparison, *, show_all: bool = False) -> str:
         ]
         parts.append("### Regressions\n\n" + "\n".join(lines))
     else:
-        parts.append("No regressions.")
+        parts.append(no_regressions_line(c, show_all=show_all))
     if c.base.kind == "run":
         changed = "\n".join(f"- {m}" for m in c.metadata) or "Nothing changed."
         parts.append("### What changed between the runs\n\n" + changed)
