@@ -10,11 +10,12 @@ from __future__ import annotations
 import signal
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from clusterbench.runtime.flight import FlightState, heartbeat_stopped
 from clusterbench.runtime.launch import WorkerFailure
+from clusterbench.runtime.phases import ordered_phases
 from clusterbench.runtime.records import (
     End,
     Error,
@@ -23,6 +24,7 @@ from clusterbench.runtime.records import (
     Interrupted,
     MeasurementRecord,
     NcclRecord,
+    Phase,
     Record,
     Skip,
     Start,
@@ -59,6 +61,8 @@ class RunMeta:
     """Host named for a rank that died before saying where it ran (one-node runs)."""
     plan: PlanInfo | None = None
     """The plan printed before the run (``run.plan``), without where benchmarks stopped."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """The phases the starting process timed (start, imports, plan)."""
 
 
 def dedupe(records: Iterable[Record]) -> list[Record]:
@@ -129,6 +133,9 @@ def assemble_results(
         unfinished=unfinished,
         skipped=skipped,
         benchmark_seconds=benchmark_seconds(records, world_size=meta.world_size),
+        phase_seconds=ordered_phases(
+            meta.phases, [(r.name, r.seconds) for r in records if isinstance(r, Phase)]
+        ),
         soak=soak,
         plan=_with_stops(meta.plan, records),
     )

@@ -7,6 +7,7 @@ import contextlib
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 
 from clusterbench import registry
@@ -19,6 +20,7 @@ from clusterbench.report.markdown import render_markdown
 from clusterbench.runspec import RunSpec, now_utc
 from clusterbench.runtime.flight import FlightState, read_flights, read_stacks
 from clusterbench.runtime.launch import WorkerFailure
+from clusterbench.runtime.phases import ordered_phases
 from clusterbench.runtime.records import Record, describe_write_error
 from clusterbench.schema import Results
 from clusterbench.views.cells import Section
@@ -40,6 +42,7 @@ def finalize(
 ) -> Results:
     """Assemble, analyse and write the run.  ``running``: more benchmarks are still to come
     (results.json and summary.md are rewritten; report.html waits for the end of the run)."""
+    entered = time.monotonic()
     meta = RunMeta(
         id=spec.run_id,
         started=spec.started,
@@ -53,6 +56,7 @@ def finalize(
         version=__version__,
         fallback_host=socket.gethostname(),
         plan=spec.plan,
+        phases=spec.phases,
     )
     results = assemble_results(
         records=records,
@@ -66,6 +70,9 @@ def finalize(
     # Findings benchmarks recorded themselves (e.g. doctor's checks) come first, then analysis.
     recorded = results.findings
     results.findings = [*recorded, *registry.analyze(results, spec.config.thresholds)]
+    results.run.phase_seconds = ordered_phases(
+        results.run.phase_seconds, {"finish": time.monotonic() - entered}
+    )
     write_results(Path(spec.run_dir), results, html=results.run.status != "running")
     return results
 
@@ -96,9 +103,11 @@ def write_results(run_dir: Path, results: Results, *, html: bool = False) -> Non
     report.html comes after them and never costs the results: a page that cannot be written (a
     disk with room for results.json but not for the page) or built is one warning line on
     stderr, and ``clusterbench report RUN`` builds it later.  ``html`` is for a run that has
-    ended: the page inlines plotly (some 5 MB) and is not rebuilt after every benchmark.
+    ended: the page inlines plotly (some 5 MB) and is not rebuilt after every benchmark.  The
+    page is built first, so that results.json holds the time it took (``page``).
     """
     sections = registry.summary_sections(results, run_dir=run_dir)
+    page = _build_report(run_dir, results, sections) if html else None  # timed: before results
     files = [
         (run_dir / "results.json", results.model_dump_json(indent=2)),
         (run_dir / "summary.md", render_markdown(results, sections)),
@@ -110,17 +119,27 @@ def write_results(run_dir: Path, results: Results, *, html: bool = False) -> Non
     if failing is not None:
         path, exc = failing
         raise ResultsWriteError(path, exc, results)
-    if html:
-        _write_report(run_dir, results, sections)
+    if page is not None:
+        _write_report(run_dir, page)
 
 
-def _write_report(run_dir: Path, results: Results, sections: list[Section]) -> None:
-    path = run_dir / REPORT_FILE
+def _build_report(run_dir: Path, results: Results, sections: list[Section]) -> str | None:
+    """report.html's text, its build timed into ``run.phase_seconds`` (page); None, with one
+    warning line, when it cannot be built."""
+    entered = time.monotonic()
     try:
         page = render_html(results, sections, registry.report_plots(results, run_dir=run_dir))
     except Exception as exc:  # a page that cannot be built must not cost the run its results
         _warn(f"cannot build {REPORT_FILE}: {type(exc).__name__}: {exc}")
-        return
+        return None
+    results.run.phase_seconds = ordered_phases(
+        results.run.phase_seconds, {"page": time.monotonic() - entered}
+    )
+    return page
+
+
+def _write_report(run_dir: Path, page: str) -> None:
+    path = run_dir / REPORT_FILE
     failing = _replace_all([(path, page)])
     if failing is not None:
         _warn(

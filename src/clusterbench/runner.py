@@ -14,6 +14,7 @@ import os
 import shlex
 import socket
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -48,6 +49,7 @@ from clusterbench.runtime.launch import (
     export_dist_env,
     launch_local,
 )
+from clusterbench.runtime.phases import process_age_s
 from clusterbench.runtime.records import describe_write_error, read_records
 from clusterbench.schema import Results
 
@@ -144,7 +146,10 @@ def run(
     ``plan_only``: make the plan, hand it to ``announce`` and return (exit code 0, no results)
     without starting a worker or writing anything.
     """
-    device_type = resolve_device(device)
+    entered, started_s = time.monotonic(), process_age_s()
+    device_type = resolve_device(device)  # imports torch
+    phases = {"imports": time.monotonic() - entered}
+    entered = time.monotonic()
     config = build_run_config(
         suite=suite,
         device_type=device_type,
@@ -187,6 +192,7 @@ def run(
             announce(plan)
         if plan_only:
             return RunOutcome(results=None, run_dir=Path(out or "."), exit_code=0)
+        spec.phases = {**phases, **_phases_so_far(started_s, entered)}
         return _join(spec, rank=launcher.rank)
     num_workers = _num_workers(nproc, device_type, oversubscribe=oversubscribe)
     run_dir = None if plan_only else prepare_run_dir(out, workers=num_workers)
@@ -198,6 +204,7 @@ def run(
         announce(plan)
     if run_dir is None:
         return RunOutcome(results=None, run_dir=Path(out or "."), exit_code=0)
+    spec.phases = {**phases, **_phases_so_far(started_s, entered)}
     return _launch(spec, num_workers=num_workers)
 
 
@@ -391,6 +398,12 @@ def _check_cpu_workers(nproc: int, *, oversubscribe: bool) -> None:
 # ----------------------------------------------------------------------------- self-launched
 
 
+def _phases_so_far(started_s: float | None, entered: float) -> dict[str, float]:
+    """start (the process up to ``run()``) and plan (from ``entered`` to the workers' start)."""
+    plan = {"plan": time.monotonic() - entered}
+    return plan if started_s is None else {"start": started_s, **plan}
+
+
 def _launch(spec: RunSpec, *, num_workers: int) -> RunOutcome:
     from torch.distributed.elastic.multiprocessing.api import SignalException
 
@@ -399,6 +412,7 @@ def _launch(spec: RunSpec, *, num_workers: int) -> RunOutcome:
     run_dir = Path(spec.run_dir)
     failures: list[WorkerFailure] = []
     interrupted = False
+    spec.launched_at = time.time()
     try:
         failures = launch_local(
             worker_main, spec, nproc=num_workers, run_id=spec.run_id, log_dir=run_dir / "logs",

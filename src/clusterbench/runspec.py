@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import shutil
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterbench.config import ConfigError, RunConfig
@@ -52,6 +52,11 @@ class RunSpec:
     plan: PlanInfo | None = None
     """The plan printed before the run (expected seconds, the budget, the cuts to fit it); each
     benchmark's ``budget_s`` is the deadline it stops at."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """The phases the starting process timed before the workers (start, plan), seconds."""
+    launched_at: float | None = None
+    """When (s since the epoch) clusterbench's own launch started the workers; None under an
+    external launcher."""
     budget_ends_at: float | None = None
     """With ``--budget``: when (wall clock, s since the epoch) the last benchmark must be done
     for the command to end within its budget; each benchmark gets its share of what is left."""

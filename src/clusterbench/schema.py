@@ -394,6 +394,14 @@ class RunInfo(_Model):
         description="benchmark -> wall seconds it took (the slowest rank's start to end; in "
         "a soak, in its last round)",
     )
+    phase_seconds: dict[str, float] = Field(
+        default_factory=dict,
+        description="phase of the run -> wall seconds, in order: start (the process up to the "
+        "run), imports (torch, the device check), plan, worker start, device init, probe, "
+        "telemetry start (the slowest rank's), finish (assemble and analyse), page (build "
+        "report.html); the benchmarks are in benchmark_seconds; a phase not timed (under an "
+        "external launcher: worker start) is left out",
+    )
     soak: SoakInfo | None = Field(
         default=None, description="the rounds of a soak (--soak, --repeat); null outside one"
     )

@@ -67,6 +67,7 @@ from clusterbench.runtime.records import (
     Interrupted,
     MeasurementRecord,
     NcclRecord,
+    Phase,
     RankLog,
     RankLogWriteError,
     Skip,
@@ -92,9 +93,13 @@ report, then the process exits."""
 
 def worker_main(spec: RunSpec) -> None:
     """Entry point of one worker (spawned by launch_local, or the process itself when joined)."""
+    entered = time.time()
     for module in spec.plugin_modules:
         importlib.import_module(module)
     ctx = _join_world(spec)
+    ctx.phases = {"device init": time.time() - entered}
+    if spec.launched_at is not None:  # clusterbench's own launch: from it to this worker
+        ctx.phases["worker start"] = max(0.0, entered - spec.launched_at)
     _check_agreement(ctx, spec)
     _check_nodes(ctx, spec)
     if not spec.run_dir:
@@ -360,10 +365,16 @@ def _share_run_dir(ctx: DistContext, spec: RunSpec) -> None:
 
 def run_benchmarks(ctx: DistContext, *, spec: RunSpec, log: RankLog, collector: Collector) -> None:
     log.write(Hello(host=ctx.host, local_rank=ctx.local_rank, device=ctx.device_label))
+    for phase, seconds in ctx.phases.items():
+        log.write(Phase(name=phase, seconds=seconds))
+    started = time.monotonic()
     _probe(ctx, log)
+    log.write(Phase(name="probe", seconds=time.monotonic() - started))
     health = RunHealth.start(ctx)  # Xid events and link-error counters, start to end
     schedule = BudgetSchedule.from_plan(spec.plan, ends_at=spec.budget_ends_at)  # deadlines
+    started = time.monotonic()
     with _progress_for(ctx) as progress, _telemetry(ctx, spec=spec, log=log):
+        log.write(Phase(name="telemetry start", seconds=time.monotonic() - started))
         for soak_round in rounds(ctx, _round_policy(spec), on_round_end=_round_note(progress)):
             ctx.round = soak_round  # None outside a soak
             for name, cfg in spec.config.benchmarks.items():

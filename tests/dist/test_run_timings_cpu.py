@@ -7,17 +7,17 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.helpers import cli
-
 from clusterbench import load_results
 from clusterbench.units import format_seconds
+from tests.helpers import cli
 
 SMALL_GEMM = ["--set", "gemm.shapes=64x64x64", "--set", "gemm.dtypes=fp32"]
 
 
-def _run(out: Path) -> str:
+def _run(out: Path, *more: str) -> str:
     proc = cli(
         "run",
+        *more,
         "--device",
         "cpu",
         "--nproc",
@@ -48,8 +48,16 @@ def test_expected_time_then_time_taken(tmp_path: Path) -> None:
     assert first.index("clusterbench run") < first.index("time: gemm ") < first.index("results:")
     summary = (tmp_path / "a" / "summary.md").read_text()
     assert "## Time" in summary and "| memory |" in summary
+    # every phase that no benchmark accounts for, timed, in the order they happen
+    phases = results.run.phase_seconds
+    assert list(phases) == ["start", "imports", "plan", "worker start", "device init", "probe",
+                            "telemetry start", "finish", "page"], phases  # fmt: skip
+    assert all(s >= 0 for s in phases.values()) and phases["imports"] > 0
+    assert "\nphases: start " in summary and "phases:" not in first  # the console: --verbose
 
-    second = _run(tmp_path / "b").splitlines()[:3]
+    verbose = _run(tmp_path / "b", "--verbose")
+    assert re.search(r"^phases: start [\d.]+ m?s, imports ", verbose, re.M), verbose
+    second = verbose.splitlines()[:3]
     gemm = seconds["gemm"]
     assert re.fullmatch(r"plan: expected ~[\d.]+ s for 2 benchmarks", second[0]), second
     # the one earlier run with these settings: its time itself, not scaled

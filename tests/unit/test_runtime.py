@@ -239,3 +239,27 @@ def test_rank_threads_take_a_share_unless_omp_num_threads_is_set() -> None:
         assert set_rank_threads(2, env={"OMP_NUM_THREADS": "4"}) == share + 1  # it stands
     finally:
         torch.set_num_threads(before)
+
+
+def test_phases_of_the_ranks_and_the_starting_process_in_the_order_they_happen(
+    tmp_path: Path,
+) -> None:
+    from clusterbench.runtime.phases import ordered_phases, process_age_s
+    from clusterbench.runtime.records import Phase
+
+    for r, (start, init) in enumerate([(0.5, 0.2), (0.9, 0.1)]):
+        log = RankLog(tmp_path, r)
+        log.write(Hello(host="h", local_rank=r, device=f"cpu:{r}"))
+        log.write(Phase(name="device init", seconds=init))
+        log.write(Phase(name="worker start", seconds=start))
+    meta = _meta(phases={"plan": 0.0123456, "start": 1.5, "imports": 2.0})
+    res = assemble_results(records=read_records(tmp_path), meta=meta, failures=[])
+    # the slowest rank's, in the order of PHASES, to the millisecond
+    assert res.run.phase_seconds == {
+        "start": 1.5, "imports": 2.0, "plan": 0.012, "worker start": 0.9, "device init": 0.2,
+    }  # fmt: skip
+    assert list(ordered_phases({"page": 1.0, "zz": 2.0}, [("finish", 3.0)])) == [
+        "finish", "page", "zz",
+    ]  # fmt: skip
+    age = process_age_s()
+    assert age is not None and 0 < age < 24 * 3600

@@ -225,8 +225,8 @@ def run(
         typer.Option(
             "--verbose",
             "-v",
-            help="Also print the notes: findings that need no action (summary.md and "
-            "report.html always hold them).",
+            help="Also print the notes (findings that need no action; summary.md and "
+            "report.html always hold them) and the time of each phase of the run.",
         ),
     ] = False,
 ) -> None:

@@ -17,7 +17,7 @@ from rich.text import Text
 from clusterbench.report.advice import ADVICE_TITLE, advice_table
 from clusterbench.report.drain import drain_lines, run_drain_list
 from clusterbench.report.sections.soak import soak_line
-from clusterbench.report.timing import time_line
+from clusterbench.report.timing import phase_line, time_line
 from clusterbench.report.verdict import verdict_lines
 from clusterbench.schema import Finding, Results
 from clusterbench.views.cells import (
@@ -46,7 +46,7 @@ def render_summary(
     """Header, one table per benchmark section, the verdict per node, findings, what to
     change, the drain list (after node-pair tests), errors, what did not finish, and a soak's
     rounds and drift.  The notes (info findings) are counted in one line, or with ``verbose``
-    printed after the findings."""
+    printed after the findings; ``verbose`` also prints the time of each phase of the run."""
     console.print(Text(header_line(results), style="bold"))
     if not sections:
         console.print("No measurements.")
@@ -56,6 +56,9 @@ def render_summary(
     if line:
         console.print()
         console.print(Text(line))
+    phases = phase_line(results)
+    if phases and verbose:
+        console.print(Text(phases))
     _print_verdict(results, console)
     _print_findings(results, console, verbose=verbose)
     print_advice(results, console)

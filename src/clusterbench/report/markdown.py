@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from clusterbench.report.advice import ADVICE_HEADER, ADVICE_TITLE, advice_table
 from clusterbench.report.drain import drain_markdown, run_drain_list
-from clusterbench.report.timing import time_line
+from clusterbench.report.timing import phase_line, time_line
 from clusterbench.report.verdict import verdict_lines
 from clusterbench.schema import ErrorRecord, Finding, Results
 from clusterbench.units import format_seconds
@@ -103,7 +103,9 @@ def _grid(grid: Grid) -> str:
 def _time(results: Results) -> str:
     """Each benchmark's wall time (its slowest rank's), the one-line summary under it."""
     rows = [(name, format_seconds(s)) for name, s in results.run.benchmark_seconds.items()]
-    return "## Time\n\n" + _table(("benchmark", "wall time"), rows) + f"\n\n{time_line(results)}"
+    text = "## Time\n\n" + _table(("benchmark", "wall time"), rows) + f"\n\n{time_line(results)}"
+    phases = phase_line(results)
+    return f"{text}\n\n{phases}" if phases else text
 
 
 def _findings(results: Results) -> str:

@@ -7,7 +7,7 @@ import datetime as dt
 from clusterbench.schema import Results
 from clusterbench.units import format_seconds
 
-__all__ = ["time_line"]
+__all__ = ["phase_line", "time_line"]
 
 
 def time_line(results: Results) -> str:
@@ -33,3 +33,12 @@ def _wall_seconds(started: str, finished: str | None) -> float | None:
     if (begin.tzinfo is None) != (end.tzinfo is None):
         return None
     return (end - begin).total_seconds()
+
+
+def phase_line(results: Results) -> str:
+    """``phases: start 1.3 s, imports 1.9 s, ..., page 0.1 s`` (results.json's
+    ``run.phase_seconds``: the time no benchmark accounts for); '' when none was timed."""
+    phases = results.run.phase_seconds
+    if not phases:
+        return ""
+    return "phases: " + ", ".join(f"{name} {format_seconds(s)}" for name, s in phases.items())

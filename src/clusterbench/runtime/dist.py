@@ -104,6 +104,9 @@ class DistContext:
     """Set when a wait for others raised (a peer died): the error is theirs, not ours."""
     flight: FlightRecorder | None = None
     """This rank's flight record (where it is, with a heartbeat), when the run keeps one."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """The phases of this rank's start it timed before its log was open (worker start, device
+    init), seconds: written as its first records."""
     telemetry: TelemetrySampler | None = None
     """This rank's GPU telemetry sampler while the benchmarks run (None: CPU workers, no
     NVML, or ``--no-telemetry``)."""

@@ -37,6 +37,7 @@ __all__ = [
     "Interrupted",
     "MeasurementRecord",
     "NcclRecord",
+    "Phase",
     "RankLog",
     "RankLogWriteError",
     "Record",
@@ -66,6 +67,14 @@ class Hello(_Record):
     host: str
     local_rank: int
     device: str
+
+
+class Phase(_Record):
+    """How long one phase of this rank's start took (worker start, device init, ...)."""
+
+    kind: Literal["phase"] = "phase"
+    name: str
+    seconds: float
 
 
 class HostRecord(_Record):
@@ -143,6 +152,7 @@ class TelemetryRecord(_Record):
 
 Record = Annotated[
     Hello
+    | Phase
     | HostRecord
     | Start
     | End
