@@ -48,6 +48,7 @@ from clusterbench.runtime.launch import (
     detect_launcher,
     export_dist_env,
     launch_local,
+    start_fork_server,
 )
 from clusterbench.runtime.phases import process_age_s
 from clusterbench.runtime.records import describe_write_error, read_records
@@ -147,6 +148,8 @@ def run(
     without starting a worker or writing anything.
     """
     entered, started_s = time.monotonic(), process_age_s()
+    if detect_launcher() is None and not plan_only and _gpus_likely(device):
+        start_fork_server()  # GPU workers' fork server imports torch beside this process
     device_type = resolve_device(device)  # imports torch
     phases = {"imports": time.monotonic() - entered}
     entered = time.monotonic()
@@ -342,6 +345,17 @@ def _plugin_modules(config: RunConfig) -> tuple[str, ...]:
     return tuple(sorted({registry.get(name).module for name in extra}))
 
 
+_GPU_DEVICE_FILES = ("/dev/nvidiactl", "/dev/kfd")
+"""Present where an NVIDIA driver (or AMD's ROCm) is loaded: checked before torch is imported."""
+
+
+def _gpus_likely(device: str) -> bool:
+    """Whether this run will likely have GPU workers, judged without importing torch."""
+    if device == "cpu":
+        return False
+    return device == "cuda" or any(Path(f).exists() for f in _GPU_DEVICE_FILES)
+
+
 def resolve_device(device: str) -> str:
     if device not in ("auto", "cuda", "cpu"):
         raise ConfigError(f"--device must be auto, cuda or cpu, got {device!r}")
@@ -415,9 +429,8 @@ def _launch(spec: RunSpec, *, num_workers: int) -> RunOutcome:
     spec.launched_at = time.time()
     try:
         failures = launch_local(
-            worker_main, spec, nproc=num_workers, run_id=spec.run_id, log_dir=run_dir / "logs",
-            fork=spec.device_type == "cpu",
-        )  # fmt: skip
+            worker_main, spec, nproc=num_workers, run_id=spec.run_id, log_dir=run_dir / "logs"
+        )
     except (KeyboardInterrupt, SignalException):  # Ctrl-C, SIGTERM: keep what the ranks wrote
         interrupted = True
     except OSError as exc:  # the workers' log folders could not be made: nothing ran

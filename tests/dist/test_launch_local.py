@@ -1,7 +1,6 @@
 """``launch_local`` forks its workers from a fork server started at the first launch: every
 later launch from the same process must still give its workers that process's environment and
-working directory as they are at that launch, plus the launcher's own variables.  CPU workers
-(``fork=True``) are forked from the launching process itself."""
+working directory as they are at that launch, plus the launcher's own variables."""
 
 from __future__ import annotations
 
@@ -30,10 +29,10 @@ def report_environment(out: str) -> None:
     Path(out, f"rank-{rank}.json").write_text(json.dumps(seen))
 
 
-def _launch(out: Path, *, run_id: str, fork: bool = False) -> list[dict[str, str | None]]:
+def _launch(out: Path, *, run_id: str) -> list[dict[str, str | None]]:
     out.mkdir()
     failures = launch_local(
-        report_environment, str(out), nproc=2, run_id=run_id, log_dir=out / "logs", fork=fork
+        report_environment, str(out), nproc=2, run_id=run_id, log_dir=out / "logs"
     )
     assert failures == []
     return [json.loads((out / f"rank-{r}.json").read_text()) for r in (0, 1)]
@@ -66,12 +65,15 @@ def test_each_launch_sees_the_environment_and_directory_of_its_own_moment(
     }
 
 
-def test_cpu_workers_are_forked_from_the_launching_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("CB_TEST_MARKER", "forked")
-    monkeypatch.chdir(tmp_path)
-    seen = _launch(tmp_path / "a", run_id="forked", fork=True)
-    assert [(s["rank"], s["world_size"]) for s in seen] == [("0", "2"), ("1", "2")]
-    assert all(s["parent"] == os.getpid() for s in seen)
-    assert {(s["marker"], s["cwd"]) for s in seen} == {("forked", str(tmp_path))}
+def test_a_fork_server_started_early_is_the_one_the_workers_come_from(tmp_path: Path) -> None:
+    """runner.run starts the GPU workers' fork server before it imports torch itself, so that
+    the two imports overlap; the launch then forks its workers from that server."""
+    import multiprocessing.forkserver
+
+    from clusterbench.runtime.launch import start_fork_server
+
+    start_fork_server(__name__)
+    server = multiprocessing.forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]
+    assert server is not None
+    seen = _launch(tmp_path / "a", run_id="early")
+    assert {s["parent"] for s in seen} == {server}

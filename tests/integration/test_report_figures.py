@@ -63,26 +63,31 @@ def test_figures_of_a_cpu_run_draw_its_measurements(cpu_results: Results, name: 
         assert plot.table is not None
 
 
-def test_gemm_bars_of_two_workers_are_the_lower_median_with_the_other_as_error_bar(
+def test_gemm_bars_of_two_workers_are_their_median_with_both_as_error_bar(
     cpu_results: Results,
 ) -> None:
+    """The bar is the median of the two workers, as the gemm table gives it (the mean of the
+    two), the error bar reaching down to one and up to the other."""
     ms = G.tflops.select(of(cpu_results, "gemm"))
     (plot,) = figures_of("gemm", of(cpu_results, "gemm"))
     for bars in traces(plot, "measurement"):
-        for shape, y, up in zip(bars["x"], bars["y"], bars["error_y"]["array"], strict=True):
+        error = bars["error_y"]
+        for shape, y, up, down in zip(bars["x"], bars["y"], error["array"], error["arrayminus"],
+                                      strict=True):  # fmt: skip
             m, n, k = [int(shape[:-1])] * 3 if shape.endswith("³") else map(int, shape.split("×"))
             pair = [
                 x.value for x in ms if x.params == {"dtype": bars["name"], "m": m, "n": n, "k": k}
             ]
             assert len(pair) == 2
-            assert y == min(pair) and y + up == pytest.approx(max(pair))
+            assert y == pytest.approx(sum(pair) / 2)
+            assert y + up == pytest.approx(max(pair)) and y - down == pytest.approx(min(pair))
     assert "TFLOP/s" in plot.figure["layout"]["yaxis"]["title"]["text"]
 
 
 def test_busbw_curves_are_the_back_to_back_sweep_on_a_log_axis(cpu_results: Results) -> None:
     ms = of(cpu_results, "collectives")
     (plot,) = figures_of("collectives", ms)
-    assert plot.figure["layout"]["xaxis"]["type"] == "log"
+    assert plot.figure["layout"]["xaxis"]["type"] == plot.figure["layout"]["yaxis"]["type"] == "log"
     curves = traces(plot, "measurement")
     assert [c["name"] for c in curves] == ["all_reduce", "all_gather"]
     for curve in curves:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import os
 import signal
 import threading
@@ -29,6 +28,7 @@ __all__ = [
     "export_dist_env",
     "launch_local",
     "on_sigterm",
+    "start_fork_server",
 ]
 
 LauncherKind = Literal["torchrun", "slurm", "mpi"]
@@ -133,7 +133,6 @@ def launch_local(
     nproc: int,
     run_id: str,
     log_dir: Path,
-    fork: bool = False,
 ) -> list[WorkerFailure]:
     """Run ``entrypoint(*args)`` in ``nproc`` local workers; return the failures (empty: fine).
 
@@ -146,10 +145,10 @@ def launch_local(
     server is started once per process and never initialises CUDA; each worker still sees this
     process's environment and working directory as they are now (:func:`_as_launched`).
 
-    ``fork``: fork the workers from this process instead, which has imported them already: for
-    CPU workers, where no CUDA state can be inherited.  It spares the fork server's second
-    import of torch: ``run --only memory --device cpu`` took 3.4-3.5 s and 4.3-4.4 CPU-s
-    against 5.0-5.1 s and 5.6-5.9 CPU-s from a fork server on a 2-core machine.
+    CPU workers are not forked from this process itself, though that spares the fork server's
+    import of torch (1.5 CPU-s a run): by then torch's elastic agent runs threads (its
+    store's), and a clean CI pass hung in the rendezvous of three CPU workers forked so (not
+    seen again in 12 runs: a lock held across a fork hangs at random).
     """
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -168,11 +167,10 @@ def launch_local(
         rdzv_configs={"timeout": 120},
         max_restarts=0,
         monitor_interval=0.1,
-        start_method="fork" if fork else "forkserver",
+        start_method="forkserver",
         logs_specs=logs,
     )
-    if not fork:
-        multiprocessing.set_forkserver_preload([entrypoint.__module__, __name__])
+    start_fork_server(entrypoint.__module__)
     elastic_logger = logging.getLogger("torch.distributed.elastic")
     level = elastic_logger.level
     elastic_logger.setLevel(logging.CRITICAL)  # we report failures ourselves, one line each
@@ -186,6 +184,17 @@ def launch_local(
     finally:
         elastic_logger.setLevel(level)
     return []
+
+
+def start_fork_server(worker_module: str = "clusterbench.worker") -> None:
+    """Start the fork server that the workers are forked from, importing ``worker_module``
+    (and torch with it), unless it runs already.  Started early, its import overlaps this
+    process's own (ensure_running returns once the server process exists; a worker asked of
+    it waits for the import)."""
+    import multiprocessing.forkserver
+
+    multiprocessing.set_forkserver_preload([worker_module, __name__])
+    multiprocessing.forkserver.ensure_running()
 
 
 _ENV_AT_START = dict(os.environ)

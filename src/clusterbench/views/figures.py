@@ -3,6 +3,7 @@ values of several devices become one drawn value that is still a measurement's o
 
 from __future__ import annotations
 
+import statistics
 import zlib
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
@@ -97,18 +98,27 @@ def color(key: str, table: dict[str, str] | None = None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Spread:
-    """Several devices' (or groups') measurements of the same thing: the one at their median
-    (the lower middle of an even count, so an actual measurement), the lowest and the highest."""
+    """Several devices' (or groups') measurements of the same thing: their median (the value
+    the tables show, so a plot and its table agree), the lowest and the highest.  ``mid`` is the
+    measurement at the median; of an even count, the lower middle one carrying the median of
+    the two middle values (``measured`` False)."""
 
     mid: Measurement
     low: Measurement
     high: Measurement
     count: int
+    measured: bool = True
+    """``mid.value`` is one device's own (False: the mean of the two middle ones)."""
 
 
 def spread(ms: Sequence[Measurement]) -> Spread:
     ordered = sorted(ms, key=lambda m: m.value)
-    return Spread(ordered[(len(ordered) - 1) // 2], ordered[0], ordered[-1], len(ordered))
+    n = len(ordered)
+    mid = ordered[(n - 1) // 2]
+    median = statistics.median(m.value for m in ordered)
+    if median == mid.value:
+        return Spread(mid, ordered[0], ordered[-1], n)
+    return Spread(mid.model_copy(update={"value": median}), ordered[0], ordered[-1], n, False)
 
 
 def spreads_by(ms: Iterable[Measurement], key: Callable[[Measurement], K]) -> dict[K, Spread]:
@@ -138,8 +148,9 @@ def spread_note(s: Spread, unit: str, label: Callable[[Measurement], str]) -> st
     """The hover line of a drawn value of several members: which one it is and the range."""
     if s.count == 1:
         return label(s.mid)
+    median = f"median of {s.count}: {label(s.mid)}" if s.measured else f"median of {s.count}"
     return (
-        f"median of {s.count}: {label(s.mid)}; min {format_value(s.low.value)} {unit} "
+        f"{median}; min {format_value(s.low.value)} {unit} "
         f"({label(s.low)}), max {format_value(s.high.value)} {unit} ({label(s.high)})"
     )
 
@@ -379,8 +390,8 @@ def median_note(spreads: Iterable[Spread], what: str = "device") -> list[str]:
     if count <= 1:
         return []
     return [
-        f"Each value is the {what} at the median of {count}; the error bar spans the lowest "
-        "to the highest."
+        f"Each value is the median of {count} ({what}s; of an even count, the mean of the two "
+        "middle ones, as in the tables); the error bar spans the lowest to the highest."
     ]
 
 

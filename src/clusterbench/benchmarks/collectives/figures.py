@@ -1,6 +1,6 @@
 """Collectives figures: busbw against message size, one figure per group kind with a curve per
-collective (log size axis), its reference line and, in a comparison, the base run's curves
-dashed; and the busbw between node pairs as a heatmap with the slow node marked.
+collective (log axes, size and busbw), its reference line and, in a comparison, the base
+run's curves dashed; and the busbw between node pairs as a heatmap with the slow node marked.
 
 A kind with many groups (a node's NVLink group on each of 64 nodes, 2,016 node pairs) draws one
 curve per op: at each size the group at the median, with the lowest and highest as error bars.
@@ -115,7 +115,9 @@ def _curves(
         data,
         layout(
             x=axis("message size (bytes, log scale)", type="log", **_size_ticks(sizes)),
-            y=axis(f"busbw ({_UNIT})", rangemode="tozero"),
+            # log: small messages' busbw is orders of magnitude below the large ones' (8 B to
+            # 32 KiB drew as a flat line at zero on a linear axis)
+            y=axis(f"busbw ({_UNIT}, log scale)", type="log"),
         ),
     )
     notes = median_note([s for cells in by_op.values() for s in cells.values()], "group")
@@ -168,8 +170,9 @@ def _group_note(s: Spread) -> str:
 
     if s.count == 1:
         return group(s.mid)
+    median = f"median of {s.count} groups" + (f": {group(s.mid)}" if s.measured else "")
     return (
-        f"median of {s.count} groups: {group(s.mid)}; min {format_value(s.low.value)} "
+        f"{median}; min {format_value(s.low.value)} "
         f"({group(s.low)}), max {format_value(s.high.value)} ({group(s.high)}) {_UNIT}"
     )
 

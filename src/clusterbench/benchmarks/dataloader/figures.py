@@ -75,7 +75,7 @@ def _sweep(ms: list[Measurement], dataset: str, ctx: PlotContext) -> Plot:
     ]
     if max(s.count for s in cells.values()) > 1:
         count = max(s.count for s in cells.values())
-        notes.append(f"Each cell is the device at the median of {count} (hover: min and max).")
+        notes.append(f"Each cell is the median of {count} devices (hover: min and max).")
     rows: list[tuple[str, ...]] = [
         (str(n), pf, str(p), format_value(s.mid.value), str(s.count))
         for (p, n, pf), s in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1]))
