@@ -166,6 +166,13 @@ def test_verdict_on_cpu_workers_is_stated_not_judged() -> None:
     [verdict] = attribution_analysis.findings(res, thresholds=Thresholds())
     assert verdict.severity == "info" and verdict.evidence["bound"] == "communication"
     assert "2 CPU ranks" in verdict.message
+    # a fix in CPU words: no NCCL transport or GPU to point at
+    assert "gloo between CPU ranks" in verdict.fix and "NCCL_DEBUG" not in verdict.fix
+    for bound in ((60, 10, 5, 25), (20, 10, 5, 65)):  # compute-, coordination-bound
+        [v] = attribution_analysis.findings(
+            results(ranks(bound, bound, lateness=[0.1, 0.0]), backend="gloo"), Thresholds()
+        )
+        assert "CUDA graphs" not in v.fix and "The GPUs" not in v.fix, v.fix
 
 
 def test_compute_bound_is_info() -> None:
@@ -240,6 +247,7 @@ def test_straggler_among_cpu_ranks_of_one_host_is_not_judged(one_host: bool, sev
     straggler = found["attribution.straggler"]
     assert straggler.severity == severity and straggler.evidence["rank"] == 1
     assert ("4 CPU ranks share the cores of h" in straggler.message) == one_host
+    assert straggler.fix.startswith("Look at that rank's cores") and "GPU" not in straggler.fix
 
 
 def test_config_takes_the_check_workloads_and_refuses_unknown_models() -> None:

@@ -168,6 +168,8 @@ def test_a_rise_past_four_steps_is_found_and_warned_with_the_fix() -> None:
     # CPU workers: stated, not judged
     [cpu] = accum_idle_findings(results_of(ms, backend="gloo"))
     assert cpu.severity == "info" and "rises past" in cpu.message
+    assert "CUDA graphs" in finding.fix and "CUDA graphs" not in cpu.fix  # CPU words on CPU
+    assert "fewer accumulation steps" in cpu.fix.lower()
 
 
 def test_flat_idle_with_noise_is_no_rise() -> None:

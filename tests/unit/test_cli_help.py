@@ -40,3 +40,13 @@ def test_required_arguments_are_bare_and_optional_ones_bracketed() -> None:
 def test_every_command_that_writes_takes_o_and_out(command: list[str]) -> None:
     out = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "120"}).output
     assert re.search(r"^\s+-o, --out[ ,]", out, re.M), out
+
+
+def test_cost_help_keeps_its_price_table() -> None:
+    """The price table keeps its lines (it was rewrapped into one paragraph)."""
+    out = CliRunner().invoke(app, ["cost", "--help"], env={"COLUMNS": "100"}).output
+    lines = out.splitlines()
+    assert "    cloud    --gpu-hour PRICE ($ per GPU-hour)" in lines
+    i = lines.index("    cloud    --gpu-hour PRICE ($ per GPU-hour)")
+    assert lines[i + 1].startswith("    on-prem  --capex-per-node $")
+    assert lines[i + 3].startswith("    several  --prices FILE.toml")

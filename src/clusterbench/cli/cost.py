@@ -34,12 +34,15 @@ where the run trained at that count, else the scaling model's prediction ('clust
 predict'), else the nearest measured efficiency, assumed to hold (marked *).
 
 Prices, all positive (k, M, B, T suffixes and $ allowed: 250k, $2.50, 1T):
+
+\b
   cloud    --gpu-hour PRICE ($ per GPU-hour)
-  on-prem  --capex-per-node $ --years N --power-kw-per-node KW --power-price $/kWh --pue P
-           --ops-per-year $ (per node)
-  several  --prices FILE.toml, with [[cloud]] (name, gpu_hour) and [[on_prem]] (name and the
-           on-prem keys: capex_per_node, years, power_kw_per_node, power_price, pue,
-           ops_per_year) tables
+  on-prem  --capex-per-node $ --years N --power-kw-per-node KW
+           --power-price $/kWh --pue P --ops-per-year $ (per node)
+  several  --prices FILE.toml, with [[cloud]] (name, gpu_hour) and
+           [[on_prem]] (name and the on-prem keys: capex_per_node,
+           years, power_kw_per_node, power_price, pue, ops_per_year)
+
 With a cloud and an on-prem offer, the break-even utilisation and months between them are
 computed, with the seed guide's rule of thumb (above ~70% for 2+ years favours on-prem)
 beside them: the computed figure decides.  The formulas are in docs/reference.md ("Cost per

@@ -63,6 +63,12 @@ _FIX = (
     "data loading, Python overhead between micro-steps, and CUDA graphs "
     "(--set training.compile=true --set training.cuda_graphs=true) for launch-bound steps."
 )
+_CPU_FIX = (
+    "Fewer accumulation steps or larger micro-batches (the same global batch in fewer, larger "
+    "steps); overlap the final all-reduce with backward (DDP bucket_cap_mb); check the "
+    "host-side gaps in the traces (traces/rank-NNNNN.accum-KK.pt.trace.json.gz): data "
+    "loading and Python overhead between micro-steps (--set training.compile=true)."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +234,7 @@ def accum_idle_findings(results: Results) -> list[Finding]:
             scope="run",
             message=_message(statement),
             evidence=evidence,
-            fix=_FIX if statement.rises else "",
+            fix=(_FIX if results.run.backend == "nccl" else _CPU_FIX) if statement.rises else "",
         )
     ]
 

@@ -69,6 +69,32 @@ _FIXES = {
 }
 
 
+_CPU_FIXES = {
+    "compute": (
+        "The CPU ranks are doing the model's math: a larger batch, torch.compile "
+        "(--set training.compile=true) and more cores per rank (fewer ranks per node); on GPUs "
+        "the same workload shows the cluster's own balance."
+    ),
+    "memory": (
+        "Memory-bound work dominates: fuse elementwise work (torch.compile), a fused optimizer "
+        "and a larger batch; on CPU ranks sharing a node, fewer ranks leave each more memory "
+        "bandwidth."
+    ),
+    "communication": (
+        "Overlap communication with backward (DDP bucket_cap_mb), pick the sharding by the "
+        "network (DDP / zero1 move less than fsdp2 per step) and raise the batch or gradient "
+        "accumulation; gloo between CPU ranks is far slower than NCCL between GPUs, so measure "
+        "on the GPUs before acting."
+    ),
+    "coordination": (
+        "The ranks wait: feed the input pipeline (DataLoader workers), find the straggler "
+        "(below) and its cause (another process on its cores: top, taskset -p PID), and cut "
+        "Python overhead between steps (--set training.compile=true)."
+    ),
+}
+"""The fixes for CPU workers: no GPU, CUDA graph or NCCL to point at."""
+
+
 def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     """Every attribution verdict: the dominant class, the straggler, ranks busy for longer,
     the accumulation sweep's statement."""
@@ -142,7 +168,7 @@ def verdict_findings(
                 "num_ranks": len(ranks),
                 "joined": evidence,
             },
-            fix=_FIXES[bound],
+            fix=_FIXES[bound] if results.run.backend == "nccl" else _CPU_FIXES[bound],
         )
     ]
 
@@ -249,6 +275,10 @@ def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Findi
                 "its Level 1 results against its peers, its host's CPU load and input pipeline; "
                 "its trace (traces/rank-NNNNN.pt.trace.json.gz) shows what it does while the "
                 "others wait."
+                if not m.device.startswith("cpu")
+                else "Look at that rank's cores: other processes on them (top, taskset -p PID) "
+                "and its input pipeline; its trace (traces/rank-NNNNN.pt.trace.json.gz) shows "
+                "what it does while the others wait."
             ),
         )
     ]
