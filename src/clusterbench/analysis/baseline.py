@@ -174,11 +174,14 @@ def compare_baseline(
     the run did not measure (``missing``); the built-in one only the figures it knows."""
     fleet = baseline.kind == "fleet"
     history = EarlierRuns.of(previous, match="host")
+    by_figure: dict[tuple[str, str, str, str], list[BaselineEntry]] = defaultdict(list)
+    for e in baseline.entries:  # a measurement is matched against its figure's entries only
+        by_figure[(e.benchmark, e.metric, e.unit, e.model)].append(e)
     rows: list[ComparisonRow] = []
     used: set[int] = set()
     for key, m in index_measurements(new, "host").items():
         model = _model(new, m)
-        entry = _best_entry(baseline, m, model)
+        entry = _best_entry(by_figure.get((m.benchmark, m.metric, m.unit, model), []), m, model)
         if entry is None:
             if fleet:
                 rows.append(_baseline_row(m, model=model, verdict="new"))
@@ -204,9 +207,11 @@ def compare_baseline(
     )
 
 
-def _best_entry(baseline: Baseline, m: Measurement, model: str) -> BaselineEntry | None:
+def _best_entry(
+    entries: Sequence[BaselineEntry], m: Measurement, model: str
+) -> BaselineEntry | None:
     """The matching entry with the most params (an exact one before any subset)."""
-    found = [e for e in baseline.entries if e.matches(m, model)]
+    found = [e for e in entries if e.matches(m, model)]
     if not found:
         return None
     return max(found, key=lambda e: (e.params_match == "exact", len(e.params)))
