@@ -12,14 +12,14 @@ from clusterbench._version import __version__
 from clusterbench.exits import ConfigError
 
 if TYPE_CHECKING:
-    from clusterbench.runner import RunOutcome, run
+    from clusterbench.pipeline.start import RunOutcome, run
     from clusterbench.schema import Results, load_results
 
 __all__ = ["ConfigError", "Results", "RunOutcome", "__version__", "load_results", "run"]
 
 _LAZY = {
-    "RunOutcome": "clusterbench.runner",
-    "run": "clusterbench.runner",
+    "RunOutcome": "clusterbench.pipeline.start",
+    "run": "clusterbench.pipeline.start",
     "Results": "clusterbench.schema",
     "load_results": "clusterbench.schema",
 }

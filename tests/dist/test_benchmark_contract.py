@@ -16,6 +16,7 @@ import clusterbench
 from clusterbench import registry
 from clusterbench.config import ConfigError
 from clusterbench.report.console import render_summary
+from tests.pages import analysis
 
 pytestmark = pytest.mark.dist
 
@@ -38,7 +39,7 @@ def test_a_registered_benchmark_runs_is_analysed_and_rendered(tmp_path: Path) ->
     summary = (out / "summary.md").read_text(encoding="utf-8")
     assert "## tiny" in summary and "all-reduce of 256 ones" in summary
     buf = io.StringIO()
-    render_summary(results, registry.summary_sections(results), Console(file=buf, width=160))
+    render_summary(analysis(results), Console(file=buf, width=160))
     assert "all-reduce of 256 ones" in buf.getvalue()
 
 

@@ -21,7 +21,7 @@ import pytest
 from tests.helpers import cli
 
 import clusterbench
-from clusterbench.finalize import ResultsWriteError, write_results
+from clusterbench.pipeline.finish import ResultsWriteError, write_results
 from clusterbench.runtime.nccl_debug import debug_log_path
 from clusterbench.runtime.records import (
     End,
@@ -33,8 +33,9 @@ from clusterbench.runtime.records import (
     parse_record,
 )
 from clusterbench.schema import Results
-from clusterbench.worker import _keep_nccl_log
+from clusterbench.pipeline.rank import _keep_nccl_log
 from tests.helpers import one_rank_ctx
+from tests.pages import analysis
 
 pytestmark = pytest.mark.dist
 
@@ -200,11 +201,11 @@ def test_a_failed_rewrite_keeps_the_previous_results(
     big = small.model_copy(deep=True)
     big.measurements = big.measurements * 20  # some 500 KiB of results.json
     run_dir = tmpfs(256)
-    write_results(run_dir, small)
+    write_results(analysis(small, run_dir=run_dir))
     before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
     assert set(before) == {"results.json", "summary.md"}
     with pytest.raises(ResultsWriteError) as caught:
-        write_results(run_dir, big)
+        write_results(analysis(big, run_dir=run_dir))
     assert str(caught.value) == (
         f"cannot write results: no space left on {run_dir / 'results.json'}"
     )

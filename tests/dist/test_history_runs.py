@@ -16,7 +16,7 @@ from tests.helpers import cli
 from tests.unit.test_history import make_results
 
 from clusterbench import load_results
-from clusterbench.history import HISTORY_ENV, open_history
+from clusterbench.history_db import HISTORY_ENV, open_history
 
 pytestmark = pytest.mark.dist
 
@@ -62,7 +62,7 @@ _WRITER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from clusterbench.history import open_history
+    from clusterbench.history_db import open_history
     from clusterbench.schema import load_results
     db, template, start_at, who = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3]), sys.argv[4]
     results = load_results(template)

@@ -17,6 +17,7 @@ from clusterbench.doctor.numa_cpu import format_cpulist
 from clusterbench.report.markdown import render_markdown
 from clusterbench.report.sections.placement import section
 from clusterbench.schema import Results
+from tests.pages import analysis
 
 pytestmark = pytest.mark.dist
 
@@ -47,7 +48,7 @@ def test_own_launch_records_every_rank_and_warns_of_nothing(tmp_path: Path) -> N
     _check_block(results, world=3, launcher="clusterbench")
     table = section(results)
     assert table is not None
-    text = render_markdown(results, [table])
+    text = render_markdown(analysis(results, [table]))
     assert "placement: where each rank ran" in text
     assert f"| 2 | {results.hosts[0].hostname} | 2 | - | - | {AFFINITY} |" in text
 

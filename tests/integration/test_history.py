@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.history import (
+from clusterbench.history_db import (
     HistoryError,
     open_history,
 )

@@ -25,13 +25,14 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 from clusterbench import catalog, registry
-from clusterbench.finalize import REPORT_FILE
+from clusterbench.pipeline.finish import REPORT_FILE
 from clusterbench.report.html import render_html
 from clusterbench.schema import Results, load_results
 from clusterbench.thresholds import Thresholds
 from clusterbench.views.plots import Plot
 from tests.helpers import cli
 from tests.html_page import external_references
+from tests.pages import analysis
 from tests.prediction_runs import run_of
 from tests.report_figures import own_figures
 from tests.synthetic_cluster import cluster_results
@@ -247,7 +248,7 @@ def test_a_real_run_with_figures_of_every_kind(
     own = own_figures(results)
     plots = _merged(registry.report_plots(results), own)
     page = tmp_path / "report.html"
-    html = render_html(results, registry.summary_sections(results), plots)
+    html = render_html(analysis(results, plots=plots))
     page.write_text(html, encoding="utf-8")
     opened = open_page(chromium, page)
     assert_sound(opened, html)
@@ -262,7 +263,7 @@ def test_a_synthetic_multi_node_run_in_chromium(chromium: webdriver.Chrome, tmp_
     raw = json.loads(path.read_text(encoding="utf-8"))
     own = own_figures(results)
     plots = _merged(registry.report_plots(results), own)
-    html = render_html(results, registry.summary_sections(results), plots)
+    html = render_html(analysis(results, plots=plots))
     page = tmp_path / "report.html"
     page.write_text(html, encoding="utf-8")
     opened = open_page(chromium, page)
@@ -295,7 +296,7 @@ def test_the_prediction_curves_in_chromium(chromium: webdriver.Chrome, tmp_path:
         "Predicted weak-scaling efficiency of 1.3b (8 GPUs per node, 1,277 Gb/s per node)",
         "Step time of 1.3b: measured, validated and predicted",
     ]
-    html = render_html(results, registry.summary_sections(results), plots)
+    html = render_html(analysis(results, plots=plots))
     page = tmp_path / "report.html"
     page.write_text(html, encoding="utf-8")
     opened = open_page(chromium, page)
@@ -319,7 +320,7 @@ def test_the_telemetry_figure_in_chromium(chromium: webdriver.Chrome, tmp_path: 
     assert first is not None
     results = results_of(first, window)
     plots = registry.report_plots(results, run_dir=tmp_path)
-    html = render_html(results, registry.summary_sections(results), plots)
+    html = render_html(analysis(results, plots=plots))
     page = tmp_path / "report.html"
     page.write_text(html, encoding="utf-8")
     opened = open_page(chromium, page)
@@ -345,7 +346,7 @@ def test_what_to_change_is_a_visible_table_above_the_hardware(
     # at 85% the bandwidth to provision is within eight 800G NICs, so it is advice
     results.findings = registry.analyze(results, Thresholds(prediction_target_efficiency=0.85))
     page = tmp_path / "report.html"
-    page.write_text(render_html(results, registry.summary_sections(results), {}), encoding="utf-8")
+    page.write_text(render_html(analysis(results, plots={})), encoding="utf-8")
     open_page(chromium, page)
     table = chromium.find_element(By.CSS_SELECTOR, "#advice table")
     assert table.is_displayed()
@@ -374,7 +375,7 @@ def test_a_click_on_a_header_sorts_by_the_number_not_the_text(
     # by number 1,000.0 is the largest; by its text it would sort before 9.5
     results.run.benchmark_seconds = {"a": 10.0, "b": 9.5, "c": 100.0, "d": 1000.0}
     page = tmp_path / "report.html"
-    page.write_text(render_html(results, registry.summary_sections(results), {}), encoding="utf-8")
+    page.write_text(render_html(analysis(results, plots={})), encoding="utf-8")
     open_page(chromium, page)
     table = chromium.find_element(
         By.XPATH, "//p[starts-with(., 'Where the time went')]/following-sibling::div[1]//table"

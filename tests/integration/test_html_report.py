@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from clusterbench import catalog
-from clusterbench.finalize import REPORT_FILE, write_results
+from clusterbench.pipeline.finish import REPORT_FILE, write_results
 from clusterbench.schema import Finding, load_results
+from tests.pages import analysis
 from tests.unit.test_compare import meas, results
 
 catalog.register_builtin()
@@ -29,13 +30,13 @@ def test_a_page_that_does_not_fit_costs_the_results_nothing(
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2048k", "tmpfs", str(where)], check=True)
     try:
         r = results(meas(700.0))
-        write_results(where, r)
+        write_results(analysis(r, run_dir=where))
         changed = r.model_copy(
             update={
                 "findings": [Finding(id="x", severity="warn", scope="run", message="new", fix="")]
             }
         )
-        write_results(where, changed, html=True)
+        write_results(analysis(changed, run_dir=where), html=True)
         assert load_results(where).findings[0].message == "new"
         assert "new" in (where / "summary.md").read_text()
         assert sorted(p.name for p in where.iterdir()) == ["results.json", "summary.md"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.launchers import (
+from clusterbench.job_scripts import (
     LaunchSpec,
     slurm_script,
 )

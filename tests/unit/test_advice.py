@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from clusterbench import catalog, registry
+from clusterbench import catalog
 from clusterbench.analysis.advice import (
     advice_evidence,
     advice_of,
@@ -27,6 +27,7 @@ from clusterbench.report.html import render_html
 from clusterbench.report.markdown import render_markdown
 from clusterbench.schema import Finding, Measurement, Results, RunInfo, ToolInfo
 from tests.html_page import parse_page
+from tests.pages import analysis
 
 catalog.register_builtin()
 
@@ -201,7 +202,7 @@ def test_the_table_rows_rank_change_gain_basis_evidence_and_source() -> None:
 
 
 def test_summary_md_opens_with_what_to_change() -> None:
-    md = render_markdown(results_with(seven()), [])
+    md = render_markdown(analysis(results_with(seven()), []))
     lines = md.splitlines()
     start = lines.index("## What to change")
     assert start < lines.index("## Findings")
@@ -214,7 +215,7 @@ def test_summary_md_opens_with_what_to_change() -> None:
 
 def render(r: Results, width: int = 100) -> str:
     buf = io.StringIO()
-    render_summary(r, registry.summary_sections(r), Console(file=buf, width=width))
+    render_summary(analysis(r), Console(file=buf, width=width))
     return buf.getvalue()
 
 
@@ -232,7 +233,7 @@ def test_the_console_names_the_top_five_after_the_findings() -> None:
 
 
 def test_the_report_puts_the_table_after_the_verdict_before_the_hardware() -> None:
-    html = render_html(results_with(seven()), [], {})
+    html = render_html(analysis(results_with(seven()), [], {}))
     assert html.index('id="verdict"') < html.index('id="advice"') < html.index('id="run"')
     assert '<a href="#advice">What to change</a>' in html
     page = parse_page(html)
@@ -256,15 +257,17 @@ def test_nothing_beat_the_defaults_says_so_and_what_was_tried() -> None:
         "No setting beat the defaults beyond the noise in this run (tried: the NCCL tuning sweep)."
     )
     assert advice_table(r).empty == sentence
-    assert f"## What to change\n\n{sentence}" in render_markdown(r, [])
+    assert f"## What to change\n\n{sentence}" in render_markdown(analysis(r, []))
     assert f"What to change: {sentence}" in " ".join(render(r).split())
-    html = render_html(r, [], {})
+    html = render_html(analysis(r, [], {}))
     assert f'<section id="advice"><h2>What to change</h2><p class="advice-none">{sentence}' in html
 
 
 def test_a_run_that_compared_nothing_has_no_section() -> None:
     r = results_with([finding("gemm.low_efficiency", {"tflops": 1.0}, "warn")])
     assert tried(r) == [] and not advice_table(r).shown
-    assert "What to change" not in render_markdown(r, []) and "What to change" not in render(r)
-    html = render_html(r, [], {})
+    assert "What to change" not in render_markdown(
+        analysis(r, [])
+    ) and "What to change" not in render(r)
+    html = render_html(analysis(r, [], {}))
     assert 'id="advice"' not in html and "#advice" not in html

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from clusterbench.analysis.baseline import Baseline, build_baseline, compare_baseline
-from clusterbench.baselines import builtin_baseline, load_baseline, write_baseline
+from clusterbench.compare_io import builtin_baseline, load_baseline, write_baseline
 from clusterbench.schema import GpuInfo, HostInfo, Measurement, Results
 from clusterbench.thresholds import Thresholds
 from tests.unit.test_compare import meas, results, samples

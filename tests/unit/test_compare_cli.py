@@ -115,7 +115,7 @@ def test_help_names_the_options() -> None:
 
 def test_runs_named_by_the_ids_the_history_prints(tmp_path: Path) -> None:
     """compare takes the run ids of 'clusterbench history': the newest run of that id."""
-    from clusterbench.history import open_history
+    from clusterbench.history_db import open_history
 
     db = tmp_path / "h.sqlite"
     fast = results(meas(790.0, values=samples(790.0)), run_id="week")

@@ -19,6 +19,7 @@ from clusterbench.report.timing import time_line
 from clusterbench.schema import Measurement, ParamValue, Results, RunInfo, ToolInfo
 from clusterbench.units import format_bytes, format_seconds
 from clusterbench.views.cells import Section, rows_layout
+from tests.pages import analysis
 
 
 def m(
@@ -201,7 +202,7 @@ def results(ms: list[Measurement], **run: object) -> Results:
 
 def render(res: Results, width: int = 80) -> str:
     buf = io.StringIO()
-    render_summary(res, registry.summary_sections(res), Console(file=buf, width=width))
+    render_summary(analysis(res), Console(file=buf, width=width))
     return buf.getvalue()
 
 
@@ -256,7 +257,7 @@ def test_collective_rows_count_the_ranks_of_the_group() -> None:
     # one measurement per row: min and max would repeat the median
     header = next(line for line in out.splitlines() if line.startswith("what"))
     assert header.split() == ["what", "unit", "median"]
-    md = render_markdown(res, registry.summary_sections(res))
+    md = render_markdown(analysis(res))
     assert "| what | unit | ranks | median | min | max | reference | % of ref |" in md
     assert "| all_reduce busbw · world, best of 1 MiB–16 MiB | GB/s | 2 | 123.4 |" in md
 
@@ -315,11 +316,11 @@ def test_time_line_names_each_benchmark_and_the_total() -> None:
         line == "time: gemm 12.3 s, memory 4.1 s, collectives 63.5 s (total 79.9 s of a 95.0 s run)"
     )
     assert line in render(res, width=200)
-    md = render_markdown(res, registry.summary_sections(res))
+    md = render_markdown(analysis(res))
     assert "## Time" in md and "| collectives | 63.5 s |" in md
     older = results(collectives())  # results.json written before timings were kept
     assert time_line(older) == "" and "time:" not in render(older)
-    assert "## Time" not in render_markdown(older, registry.summary_sections(older))
+    assert "## Time" not in render_markdown(analysis(older))
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ from clusterbench.report.export import csv_text
 from clusterbench.report.html import render_html
 from clusterbench.report.sections import cost as cost_section
 from clusterbench.schema import Finding, Measurement, Results
+from tests.pages import analysis
 from tests.prediction_runs import make, run_of
 from tests.unit.test_cost import training_run
 
@@ -269,7 +270,7 @@ def test_the_kept_prices_price_the_summary_report_and_exports(tmp_path: Path) ->
         for key in ("xaxis", "yaxis"):
             axis = plot.figure["layout"][key]
             assert axis.get("type") == "category" or axis["title"]["text"].endswith(")")
-    page = render_html(r, registry.summary_sections(r, run_dir=folder), plots={"cost": plots})
+    page = render_html(analysis(r, plots={"cost": plots}, run_dir=folder))
     assert 'id="b-cost"' in page and "break-even" in page
     # exports: the cost figures as measurements of 'cost', the prices as findings
     priced = cost_section.priced_results(r, folder)

@@ -27,6 +27,7 @@ from clusterbench.report.console import render_summary
 from clusterbench.report.drain import drain_json, drain_lines, drain_markdown
 from clusterbench.schema import HostInfo, Measurement, Results, RunInfo, ToolInfo
 from clusterbench.thresholds import Thresholds
+from tests.pages import analysis
 
 FAST = 10.0
 
@@ -220,7 +221,7 @@ def test_rendered_drain_list_console_markdown_and_json() -> None:
     assert drain_lines(empty)[0].startswith("Drain list: empty: no bad node or link (12 nodes")
     assert json.loads(drain_json(empty))["empty"] is True
     out = StringIO()
-    render_summary(healthy, [], Console(file=out, width=200))
+    render_summary(analysis(healthy, []), Console(file=out, width=200))
     assert "Drain list: empty" in out.getvalue()
 
 
@@ -253,12 +254,11 @@ def test_launcher_and_node_names_from_the_environment() -> None:
 
 
 def test_drain_list_in_the_html_report() -> None:
-    from clusterbench.registry import report_plots, summary_sections
     from clusterbench.report.html import render_html
     from tests.html_page import parse_page
 
     results, _ = _run(Fleet(12, seed=6, bad_node=7), launcher="slurm")
-    page = render_html(results, summary_sections(results), report_plots(results))
+    page = render_html(analysis(results))
     text = " ".join(parse_page(page).text)
     assert '<section id="drain"><h2>Drain list</h2>' in page and 'href="#drain"' in page
     assert "Drain list: 1 node to drain (launcher slurm; 12 nodes judged" in text
@@ -267,6 +267,6 @@ def test_drain_list_in_the_html_report() -> None:
     assert " ".join(f"node{i}" for i in range(12) if i != 7) in text.replace("\n", " ")
 
     healthy, _ = _run(Fleet(12, seed=6))
-    page = render_html(healthy, summary_sections(healthy), report_plots(healthy))
+    page = render_html(analysis(healthy))
     assert "Drain list: empty: no bad node or link (12 nodes" in page
     assert "scontrol" not in page

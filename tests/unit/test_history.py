@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.history import (
+from clusterbench.history_db import (
     HISTORY_ENV,
     SCHEMA_VERSION,
     HistoryError,

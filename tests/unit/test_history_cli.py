@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from clusterbench.cli import app
-from clusterbench.history import HISTORY_ENV, open_history
+from clusterbench.history_db import HISTORY_ENV, open_history
 from tests.unit.test_history import make_results
 
 runner = CliRunner()

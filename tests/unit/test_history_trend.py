@@ -13,7 +13,7 @@ from clusterbench.analysis.trend import (
     select,
     trends,
 )
-from clusterbench.history import MetricPoint
+from clusterbench.history_db import MetricPoint
 from clusterbench.thresholds import Thresholds
 
 LIMITS = {"rel_floor": 0.05, "abs_floor": 0.0, "sigmas": 3.0}

@@ -13,18 +13,19 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from clusterbench import catalog, registry
+from clusterbench import catalog, load_results, registry
 from clusterbench.cli import app
 from clusterbench.config import build_run_config
-from clusterbench.finalize import REPORT_FILE, finalize, write_results
+from clusterbench.pipeline.finish import REPORT_FILE, finish, write_partial, write_results
+from clusterbench.pipeline.spec import RunSpec, now_utc
 from clusterbench.report.html import render_html
 from clusterbench.report.html_tables import number_in
-from clusterbench.runspec import RunSpec, now_utc
 from clusterbench.runtime.records import End, Hello, MeasurementRecord, Start
 from clusterbench.schema import ErrorRecord, Finding, Measurement, Results
 from clusterbench.views.cells import Grid, Matrix, Section, matrix_title
 from clusterbench.views.plots import Plot, PlotContext
 from tests.html_page import external_references, parse_page
+from tests.pages import analysis
 from tests.report_figures import heatmap, own_figures
 from tests.synthetic_cluster import cluster_results
 from tests.unit.test_compare import meas, results, samples
@@ -34,7 +35,8 @@ runner = CliRunner()
 
 
 def page_of(r: Results, plots: dict[str, list[Plot]] | None = None, **kw: Any) -> str:
-    return render_html(r, registry.summary_sections(r), plots or {}, **kw)
+    show_all = kw.pop("show_all", False)
+    return render_html(analysis(r, plots=plots or {}, **kw), show_all=show_all)
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +133,7 @@ def test_every_text_is_escaped() -> None:
 
 def test_tables_sort_by_the_numbers_they_show(small: Results) -> None:
     sections = registry.summary_sections(small)
-    page = parse_page(render_html(small, sections, {}))
+    page = parse_page(render_html(analysis(small, sections, {})))
     assert page.tables and all("sortable" in t.classes for t in page.tables)
     gemm = next(s for s in sections if s.benchmark == "gemm")
     rows_table = page.table_titled("gemm · 8 devices")
@@ -195,7 +197,7 @@ def test_a_plot_of_a_section_table_does_not_repeat_it() -> None:
         figure={"data": [{"type": "heatmap", "z": [[None, 3.0], [None, None]]}]},
         table=matrix,
     )
-    html = render_html(r, [section], {"gemm": [plot]})
+    html = render_html(analysis(r, [section], {"gemm": [plot]}))
     assert html.count("pairs, GB/s") == 1
 
 
@@ -298,7 +300,9 @@ def test_a_64_node_run_renders_whole() -> None:
 # --- report.html at the end of a run ------------------------------------------------------------
 
 
-def test_finalize_writes_the_page_once_the_run_has_ended(tmp_path: Path) -> None:
+def test_a_run_still_going_has_its_results_json_and_the_page_comes_at_its_finish(
+    tmp_path: Path,
+) -> None:
     spec = RunSpec(
         run_id="r",
         run_dir=str(tmp_path),
@@ -314,11 +318,12 @@ def test_finalize_writes_the_page_once_the_run_has_ended(tmp_path: Path) -> None
         Start(rank=0, seq=1, benchmark="gemm"),
         MeasurementRecord(rank=0, seq=2, data=m),
     ]
-    running = finalize(spec, records=records, failures=[], world_size=1, running=True)
-    assert running.run.status == "running"
-    assert (tmp_path / "results.json").exists() and not (tmp_path / REPORT_FILE).exists()
+    write_partial(spec, records=records, world_size=1, flights={})
+    running = load_results(tmp_path / "results.json")
+    assert running.run.status == "running" and not running.findings
+    assert not (tmp_path / REPORT_FILE).exists() and not (tmp_path / "summary.md").exists()
     records.append(End(rank=0, seq=3, benchmark="gemm"))
-    done = finalize(spec, records=records, failures=[], world_size=1)
+    done = finish(spec, records=records, failures=[], world_size=1).results
     assert done.run.status == "completed"
     page = parse_page((tmp_path / REPORT_FILE).read_text(encoding="utf-8"))
     assert "run completed · no findings" in page.text or any(
@@ -329,9 +334,9 @@ def test_finalize_writes_the_page_once_the_run_has_ended(tmp_path: Path) -> None
 
 def test_write_results_leaves_the_page_out_unless_asked(tmp_path: Path) -> None:
     r = results(meas(700.0))
-    write_results(tmp_path, r)
+    write_results(analysis(r, run_dir=tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json", "summary.md"]
-    write_results(tmp_path, r, html=True)
+    write_results(analysis(r, run_dir=tmp_path), html=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == [REPORT_FILE, "results.json", "summary.md"]
 
 

@@ -12,7 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from clusterbench.cli import app
-from clusterbench.launchers import (
+from clusterbench.job_scripts import (
     DEFAULT_IMAGE,
     RESULTS_MOUNT,
     LaunchSpec,

@@ -302,10 +302,12 @@ def test_launcher_kind_from_the_environment() -> None:
     assert launcher_kind(slurm) == "slurm"
     assert launcher_kind({"OMPI_COMM_WORLD_RANK": "0", "RANK": "0", "WORLD_SIZE": "2"}) == "mpi"
     assert launcher_kind({}) is None
-    # Ray Train sets torchrun's variables; clusterbench.ray marks its ranks
-    ray = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "CLUSTERBENCH_LAUNCHER": "ray"}
-    assert launcher_kind(ray) == "ray"
-    assert launcher_kind({**ray, "TORCHELASTIC_RUN_ID": "x"}, run_id="y") == "ray"
+    # Ray Train sets torchrun's variables; clusterbench.ray runs its ranks with --launcher ray,
+    # which the run spec carries (the environment alone says torchrun)
+    ray = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}
+    assert launcher_kind(ray) == "torchrun"
+    assert launcher_kind(ray, given="ray") == "ray"
+    assert launcher_kind({**ray, "TORCHELASTIC_RUN_ID": "x"}, run_id="y", given="ray") == "ray"
 
 
 def test_fixes_under_ray_say_what_ray_does() -> None:

@@ -20,6 +20,7 @@ from clusterbench.report.markdown import render_markdown
 from clusterbench.report.sections import prediction as prediction_section
 from clusterbench.views.plots import Plot
 from tests.html_page import parse_page
+from tests.pages import analysis
 from tests.prediction_runs import run_of
 
 catalog.register_builtin()
@@ -51,7 +52,7 @@ def test_the_section_comes_after_the_benchmarks_with_its_tables() -> None:
     assert [row[0] for row in validation.rows] == ["4", "8", "16"]
     links = next(g for t, g in grids.items() if t.startswith("prediction: links"))
     assert sum(row[-1] == "yes" for row in links.rows) == 2 and len(links.rows) == 10
-    assert "## prediction" in render_markdown(r, sections)
+    assert "## prediction" in render_markdown(analysis(r, sections))
 
 
 def test_assumed_rows_are_marked_and_the_assumptions_listed() -> None:
@@ -128,7 +129,7 @@ def test_the_curves_draw_the_measurements_and_the_prediction() -> None:
 def test_the_page_embeds_the_curves_and_shows_the_section_once() -> None:
     r = run_of(num_nodes=2)
     plots = registry.report_plots(r)
-    page = parse_page(render_html(r, registry.summary_sections(r), plots))
+    page = parse_page(render_html(analysis(r, plots=plots)))
     drawn = [f for f in page.blob["figures"] if f["benchmark"] == "prediction"]
     assert [f["title"] for f in drawn] == [p.title for p in plots["prediction"]]
     assert drawn[0]["data"] == json.loads(json.dumps(plots["prediction"][0].figure["data"]))

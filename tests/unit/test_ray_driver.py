@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.launchers import LaunchSpec
+from clusterbench.job_scripts import LaunchSpec
 from clusterbench.ray import RankOutcome, _final_results, _not_started, _report, worker_argv
 
 
@@ -22,7 +22,7 @@ def test_worker_argv_makes_out_absolute_and_passes_the_run_on(
     argv, out = worker_argv(spec, cpu=False)
     assert out == tmp_path / "runs" / "b"
     assert argv == ["run", "--suite", "standard", "--expect-nodes", "2", "--join-timeout",
-                    "300", "--out", str(out), "--only", "gemm"]  # fmt: skip
+                    "300", "--out", str(out), "--launcher", "ray", "--only", "gemm"]  # fmt: skip
 
 
 def test_worker_argv_cpu_and_default_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -32,7 +32,7 @@ def test_worker_argv_cpu_and_default_out(tmp_path: Path, monkeypatch: pytest.Mon
     # clusterbench's default folder, here; the join timeout follows the run's shorter --timeout
     assert out.parent == tmp_path / "clusterbench-runs" and out.is_absolute()
     assert argv == ["run", "--suite", "quick", "--join-timeout", "40", "--out", str(out),
-                    "--device", "cpu", "--timeout", "40"]  # fmt: skip
+                    "--device", "cpu", "--launcher", "ray", "--timeout", "40"]  # fmt: skip
 
 
 def test_report_takes_rank_0s_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

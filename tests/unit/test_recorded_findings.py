@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clusterbench.assemble import RunMeta, assemble_results
+from clusterbench.pipeline.assemble import RunMeta, assemble_results
 from clusterbench.runtime.records import End, FindingRecord, Hello, RankLog, Start, read_records
 from clusterbench.schema import Finding
 

@@ -20,6 +20,7 @@ from clusterbench.schema import (
     RunInfo,
     ToolInfo,
 )
+from tests.pages import analysis
 
 
 def meas(
@@ -141,13 +142,12 @@ def make_results() -> Results:
 
 def render(results: Results, *, verbose: bool = False) -> str:
     buf = io.StringIO()
-    render_summary(results, registry.summary_sections(results), Console(file=buf, width=160),
-                   verbose=verbose)  # fmt: skip
+    render_summary(analysis(results), Console(file=buf, width=160), verbose=verbose)  # fmt: skip
     return buf.getvalue()
 
 
 def render_markdown(results: Results) -> str:
-    return markdown_of(results, registry.summary_sections(results))
+    return markdown_of(analysis(results))
 
 
 def test_console_header_and_tables_show_achieved_next_to_limit() -> None:

@@ -18,10 +18,10 @@ from clusterbench.analysis.duration import (
     expected_seconds,
     pick_table,
 )
-from clusterbench.assemble import benchmark_seconds
 from clusterbench.config import build_run_config
-from clusterbench.history import open_history
-from clusterbench.runner import RunPlan, expected_times, run_plan, timing_tables
+from clusterbench.history_db import open_history
+from clusterbench.pipeline.assemble import benchmark_seconds
+from clusterbench.pipeline.start import RunPlan, expected_times, run_plan, timing_tables
 from clusterbench.runtime.records import End, Record, Start, parse_record
 from clusterbench.schema import Results, RunInfo, ToolInfo
 

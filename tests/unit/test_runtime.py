@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from clusterbench.assemble import RunMeta, assemble_results
+from clusterbench.pipeline.assemble import RunMeta, assemble_results
 from clusterbench.runtime.cores import cores_per_rank
 from clusterbench.runtime.dist import set_rank_threads
 from clusterbench.runtime.launch import WorkerFailure, detect_launcher, export_dist_env

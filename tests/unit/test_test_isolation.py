@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.history import HISTORY_ENV
+from clusterbench.history_db import HISTORY_ENV
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ from clusterbench.analysis.baseline import builtin_baseline
 from clusterbench.analysis.verdict import node_verdicts, other_findings_line
 from clusterbench.report.verdict import verdict_lines
 from clusterbench.schema import ErrorRecord, Finding, GpuInfo, HostInfo
+from tests.pages import analysis
 from tests.unit.test_baseline import h200_run
 from tests.unit.test_compare import meas, results
 
@@ -86,7 +87,7 @@ def test_one_line_per_node_then_the_findings_about_no_one_node() -> None:
     run.findings = [
         Finding(id="network.slow_node_pair", severity="fail", scope="pair:n1-n2", message="x")
     ]
-    lines = [line.text for line in verdict_lines(run)]
+    lines = [line.text for line in verdict_lines(analysis(run))]
     assert [line.split(":")[0] for line in lines] == ["node n1", "node n2", "across nodes"]
     assert lines[0].startswith("node n1: healthy: GEMM bf16 101%")
     assert lines[1].startswith("node n2: short of known-good: GEMM bf16 90% on cuda:0")
@@ -111,7 +112,7 @@ def test_the_console_prints_the_verdict_then_the_findings_and_counts_the_notes()
 
     def printed(run, **kw) -> str:
         console = Console(record=True, width=200)
-        render_summary(run, [], console, **kw)
+        render_summary(analysis(run, []), console, **kw)
         return console.export_text()
 
     text = printed(_with_findings())
@@ -131,12 +132,12 @@ def test_summary_md_and_the_page_hold_the_verdict_first_and_the_notes_apart() ->
     from clusterbench.report.html_header import verdict_block
     from clusterbench.report.markdown import render_markdown
 
-    md = render_markdown(_with_findings(), [])
+    md = render_markdown(analysis(_with_findings(), []))
     order = ["## Verdict", "- node h1: 1 warn (pcie.link_below_max)", "## Findings",
              "PCIe Gen4 of Gen5", "## Notes", "OMP unset"]  # fmt: skip
     assert [md.index(s) for s in order] == sorted(md.index(s) for s in order)
     assert md.count("OMP unset") == 1
-    page = verdict_block(_with_findings())
+    page = verdict_block(analysis(_with_findings()))
     assert '<li class="short">node h1: 1 warn (pcie.link_below_max); GEMM bf16 101%' in page
     findings, notes = page.split('<details class="notes">')
     assert "PCIe Gen4 of Gen5" in findings and "OMP unset" not in findings

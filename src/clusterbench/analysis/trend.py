@@ -1,6 +1,6 @@
 """A metric over recorded runs: selecting its series and finding where it moved beyond noise.
 
-Pure functions over the history's points (:class:`clusterbench.history.MetricPoint`); no I/O.
+Pure functions over the history's points (:class:`clusterbench.history_db.MetricPoint`); no I/O.
 
 The selector names one metric and narrows it::
 
@@ -51,7 +51,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from clusterbench.history import MetricPoint, canonical_params
+from clusterbench.history_db import MetricPoint, canonical_params
 from clusterbench.thresholds import Thresholds, practical_floor
 
 __all__ = [

@@ -46,11 +46,11 @@ Figure = tuple[Hashable, tuple[int, int], float]
 """(series, (node, node), value): one pair's higher-is-better figure of one series."""
 
 
-def _launcher(env: Mapping[str, str], *, run_id: str) -> str:
-    """kubernetes (a pod: torchrun inside it), slurm, mpi, torchrun, clusterbench or none."""
+def _launcher(env: Mapping[str, str], *, run_id: str, given: str | None = None) -> str:
+    """kubernetes (a pod: torchrun inside it), ray, slurm, mpi, torchrun, clusterbench or none."""
     if env.get("KUBERNETES_SERVICE_HOST"):
         return "kubernetes"
-    return launcher_kind(env, run_id=run_id) or "none"
+    return launcher_kind(env, run_id=run_id, given=given) or "none"
 
 
 def _service_name(env: Mapping[str, str], *, host: str, launcher: str) -> tuple[str, bool]:
@@ -81,7 +81,7 @@ class FleetFacts:
 def fleet_facts(ctx: DistContext) -> FleetFacts:
     """Every rank's host, name and launcher, gathered (every rank calls it)."""
     run_id = ctx.run_dir.name if ctx.run_dir is not None else ""
-    launcher = _launcher(os.environ, run_id=run_id)
+    launcher = _launcher(os.environ, run_id=run_id, given=ctx.launcher)
     name, known = _service_name(os.environ, host=ctx.host, launcher=launcher)
     everyone = ctx.all_gather((ctx.host, name, known, launcher))
     slots: dict[str, int] = defaultdict(int)

@@ -28,9 +28,7 @@ from clusterbench.thresholds import Thresholds
 
 if TYPE_CHECKING:
     from clusterbench.analysis.baseline import Baseline
-    from clusterbench.analysis.compare import Comparison
-    from clusterbench.cli.export import ExportRequest
-    from clusterbench.runner import RunOutcome, RunPlan
+    from clusterbench.pipeline.start import RunOutcome, RunPlan
     from clusterbench.schema import Results
 
 
@@ -220,6 +218,14 @@ def run(
             "(see 'clusterbench export --help').",
         ),
     ] = None,
+    launcher: Annotated[
+        str | None,
+        typer.Option(
+            hidden=True,
+            help="What started these ranks where their environment cannot tell: ray (set by "
+            "python -m clusterbench.ray).",
+        ),
+    ] = None,
     verbose: Annotated[
         bool,
         typer.Option(
@@ -231,16 +237,12 @@ def run(
     ] = False,
 ) -> None:
     """Run a suite on every GPU of this node (or join torchrun/srun/mpirun) and report."""
-    from clusterbench.registry import summary_sections
-    from clusterbench.report.console import render_summary
-    from clusterbench.runner import run as run_suite
+    from clusterbench.pipeline.start import run as run_suite
 
     if history is not None and no_history:
         raise _usage_error("--history and --no-history together: choose one")
     if telemetry_interval is not None and no_telemetry:
         raise _usage_error("--telemetry-interval and --no-telemetry together: choose one")
-    against = _run_baseline(baseline)
-    exports = _run_exports(_split(export_formats), pushgateway)
     try:
         outcome = run_suite(
             suite=suite,
@@ -265,65 +267,51 @@ def run(
             history=history,
             use_history=not no_history,
             plan_only=plan_only,
+            baseline=baseline,
+            exports=_split(export_formats),
+            pushgateway=pushgateway,
+            launcher=launcher,
         )
     except ConfigError as exc:
         raise _usage_error(str(exc)) from None
     if plan_only:
         _console().print("plan only: nothing was run (the same command without --plan runs it)")
         raise typer.Exit(0)
-    comparison = None
-    if against is not None:
-        outcome, comparison = _with_baseline(outcome, against, history=history, use=not no_history)
-    results = outcome.results
-    if results is not None:
-        console = _console()
-        render_summary(results, summary_sections(results), console, verbose=verbose)
-        if comparison is not None:
-            from clusterbench.report.compare import render_comparison
-
-            render_comparison(comparison, console, findings=False)
-        if outcome.error is not None:  # a full or failing disk: the summary above is from memory
-            console.print(
-                f"results: not written; the ranks' records are in {outcome.run_dir}",
-                soft_wrap=True,
-            )
-        else:
-            console.print(f"results: {outcome.run_dir / 'results.json'}", soft_wrap=True)
-            page = outcome.run_dir / "report.html"
-            if page.is_file():
-                console.print(f"report: {page}", soft_wrap=True)
-        if outcome.error is not None:
-            typer.echo(f"clusterbench: error: {outcome.error}", err=True)
-        elif results.errors:
-            for err in results.errors[:1]:
-                typer.echo(f"clusterbench: run failed: {err.message}", err=True)
-    elif outcome.error is not None:  # nothing ran (the workers could not be started)
-        typer.echo(f"clusterbench: error: {outcome.error}", err=True)
-    if results is not None and not no_history:
-        _record_history(results, run_dir=outcome.run_dir, path=history)
-    if results is not None and exports is not None:
-        from clusterbench.cli.export import do_exports
-
-        for line in do_exports(results, exports, run_dir=outcome.run_dir):
-            typer.echo(f"clusterbench: warning: export not done: {line}", err=True)
+    _print_run(outcome, verbose=verbose)
     raise typer.Exit(outcome.exit_code)
 
 
-def _record_history(results: Results, *, run_dir: Path, path: Path | None) -> None:
-    """Record the run; a history that cannot take it costs one warning line, not the run."""
-    from clusterbench.history import HistoryError, open_history
+def _print_run(outcome: RunOutcome, *, verbose: bool) -> None:
+    """The run's summary, its comparison, where its files went; or why nothing ran."""
+    from clusterbench.analysis.run import RunAnalysis
+    from clusterbench.report.console import render_summary
 
-    try:
-        with open_history(path) as store:
-            store.record(results, run_dir)
-    except HistoryError as exc:
-        typer.echo(
-            f"clusterbench: warning: history not recorded: {exc}; the run folder {run_dir} is "
-            "the record; rebuild with 'clusterbench history import DIR...'",
-            err=True,
-        )
+    results = outcome.results
+    if results is None:
+        if outcome.error is not None:  # nothing ran (the workers could not be started)
+            typer.echo(f"clusterbench: error: {outcome.error}", err=True)
         return
-    _console().print(f"history: {store.path}", soft_wrap=True)
+    console = _console()
+    run = outcome.analysis or RunAnalysis(results, run_dir=outcome.run_dir)
+    render_summary(run, console, verbose=verbose)
+    if run.comparison is not None:
+        from clusterbench.report.compare import render_comparison
+
+        render_comparison(run.comparison, console, findings=False)
+    if outcome.error is not None:  # a full or failing disk: the summary above is from memory
+        console.print(
+            f"results: not written; the ranks' records are in {outcome.run_dir}", soft_wrap=True
+        )
+        typer.echo(f"clusterbench: error: {outcome.error}", err=True)
+        return
+    console.print(f"results: {outcome.run_dir / 'results.json'}", soft_wrap=True)
+    page = outcome.run_dir / "report.html"
+    if page.is_file():
+        console.print(f"report: {page}", soft_wrap=True)
+    if outcome.history is not None:
+        console.print(f"history: {outcome.history}", soft_wrap=True)
+    for err in results.errors[:1]:
+        typer.echo(f"clusterbench: run failed: {err.message}", err=True)
 
 
 def _announce(plan: RunPlan, *, soak: bool = False) -> None:
@@ -466,7 +454,7 @@ def launch(
 ) -> None:
     """Print the command or script that runs clusterbench on many nodes."""
     from clusterbench.config import check_suite_name
-    from clusterbench.launchers import (
+    from clusterbench.job_scripts import (
         DEFAULT_IMAGE,
         LaunchSpec,
         parse_env,
@@ -623,7 +611,7 @@ def history_show(
 ) -> None:
     """The default command: list runs, or with SELECTOR a metric's trend (see 'history --help')."""
     from clusterbench.analysis.trend import parse_selector, select, trends
-    from clusterbench.history import HistoryError, open_history
+    from clusterbench.history_db import HistoryError, open_history
     from clusterbench.report.history import render_runs, render_trends, runs_json, trends_json
 
     if limit is not None and limit < 1:
@@ -699,7 +687,7 @@ def history_import(
 ) -> None:
     """Record run folders in the history (again): the database rebuilt from the run folders.
     A run already recorded is replaced; folders that cannot be read are listed, one line each."""
-    from clusterbench.history import HistoryError, find_run_folders, open_history
+    from clusterbench.history_db import HistoryError, find_run_folders, open_history
     from clusterbench.report.history import import_progress
     from clusterbench.schema import load_results
 
@@ -732,77 +720,12 @@ def history_import(
 def _load_base(source: str, *, option: str, history: Path | None = None) -> Results | Baseline:
     """A run (or a run id of the history), a baseline file or ``builtin``; a bad one is one
     line and exit 2."""
-    from clusterbench.baselines import load_compared
+    from clusterbench.compare_io import load_compared
 
     try:
         return load_compared(source, history=history)
     except ValueError as exc:
         raise _usage_error(f"{option}: {exc}") from None
-
-
-def _run_exports(formats: list[str], pushgateway: str | None) -> ExportRequest | None:
-    """``--export`` and ``--pushgateway``, checked before the run starts by the process that
-    will have the results (as ``--baseline`` is); the format names by every rank too, so that
-    a mistyped one stops them all rather than rank 0 alone."""
-    from clusterbench.cli.export import export_request
-    from clusterbench.report.export import parse_formats
-    from clusterbench.runtime.launch import detect_launcher
-
-    launcher = detect_launcher()
-    try:
-        if launcher is not None and launcher.rank != 0:
-            if formats:
-                parse_formats(formats)
-            return None
-        return export_request(formats, pushgateway=pushgateway)
-    except ValueError as exc:
-        raise _usage_error(f"--export: {exc}") from None
-
-
-def _run_baseline(source: str | None) -> Results | Baseline | None:
-    """``--baseline``, read before the run starts, by the process that will have the results:
-    the one started by hand, or rank 0 under a launcher (other nodes need not have the file)."""
-    from clusterbench.runtime.launch import detect_launcher
-
-    if source is None:
-        return None
-    launcher = detect_launcher()
-    if launcher is not None and launcher.rank != 0:
-        return None
-    return _load_base(source, option="--baseline")
-
-
-def _with_baseline(
-    outcome: RunOutcome, against: Results | Baseline, *, history: Path | None, use: bool
-) -> tuple[RunOutcome, Comparison | None]:
-    """The finished run compared with ``against`` where its results are (the parent of a
-    self-launched run, rank 0 under a launcher): regressions join the findings, results.json,
-    summary.md and report.html are written again, comparison.json beside them; a fail
-    regression -> 1."""
-    import dataclasses
-
-    from clusterbench import baselines
-    from clusterbench.exits import EXIT_FAIL_FINDING, EXIT_OK
-    from clusterbench.finalize import ResultsWriteError, write_results
-
-    results = outcome.results
-    if results is None or outcome.error is not None:
-        return outcome, None
-    previous, warning = baselines.previous_runs(results, path=history, enabled=use)
-    if warning is not None:
-        typer.echo(f"clusterbench: warning: {warning}", err=True)
-    thresholds = baselines.run_thresholds(results)
-    comparison = baselines.compare_with(against, results, thresholds, previous=previous)
-    results = results.model_copy(update={"findings": [*results.findings, *comparison.findings]})
-    try:
-        write_results(outcome.run_dir, results, html=True)
-        baselines.write_comparison(outcome.run_dir, comparison)
-    except (ResultsWriteError, OSError) as exc:
-        typer.echo(f"clusterbench: warning: comparison not saved: {exc}", err=True)
-    code = outcome.exit_code
-    if code == EXIT_OK and comparison.failed:
-        code = EXIT_FAIL_FINDING
-    return dataclasses.replace(outcome, results=results, exit_code=code), comparison
 
 
 _COMPARE_HELP = """Compare two runs, or a run and a baseline: base, new, change, verdict per figure.
@@ -886,7 +809,7 @@ def compare_runs(
         bool, typer.Option("--no-history", help="Judge without earlier runs from the history.")
     ] = False,
 ) -> None:
-    from clusterbench.baselines import compare_with, load_recorded, previous_runs
+    from clusterbench.compare_io import compare_with, load_recorded, previous_runs
     from clusterbench.report.compare import render_comparison
 
     if match not in ("host", "gpu"):
@@ -955,7 +878,7 @@ def baseline_build(
     """Build a fleet baseline: per (benchmark, metric, params, GPU model) the median, the MAD
     and the count over every device of every run given, with the runs it came from."""
     from clusterbench.analysis.baseline import build_baseline
-    from clusterbench.baselines import load_run, write_baseline
+    from clusterbench.compare_io import load_run, write_baseline
 
     loaded = []
     for path in runs:

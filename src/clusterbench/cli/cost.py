@@ -183,7 +183,7 @@ def cost(
 ) -> None:
     from clusterbench.analysis.cost import cost_table
     from clusterbench.analysis.cost_scale import NoThroughput
-    from clusterbench.baselines import load_run
+    from clusterbench.compare_io import load_run
 
     try:
         results = load_run(run)
@@ -228,11 +228,9 @@ def cost(
 
 
 def _write(run: str, results: Results, table: CostTable) -> list[Path]:
-    """cost.json, then summary.md and report.html rebuilt with the cost section."""
-    from clusterbench import registry
-    from clusterbench.finalize import REPORT_FILE
-    from clusterbench.report.html import render_html
-    from clusterbench.report.markdown import render_markdown
+    """cost.json, then the run's pages rebuilt with the cost section."""
+    from clusterbench.analysis.run import RunAnalysis
+    from clusterbench.report.run_folder import REPORT_FILE, ResultsWriteError, write_results
     from clusterbench.report.sections.cost import COST_FILE, cost_json
     from clusterbench.runtime.atomic import write_text_atomic
 
@@ -240,12 +238,12 @@ def _write(run: str, results: Results, table: CostTable) -> list[Path]:
     path = folder / COST_FILE
     try:
         write_text_atomic(path, cost_json(table))
-        sections = registry.summary_sections(results, run_dir=folder)
-        write_text_atomic(folder / "summary.md", render_markdown(results, sections))
-        plots = registry.report_plots(results, run_dir=folder)
-        write_text_atomic(folder / REPORT_FILE, render_html(results, sections, plots))
     except OSError as exc:
         raise _usage_error(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        write_results(RunAnalysis(results, run_dir=folder), html=True)
+    except ResultsWriteError as exc:
+        raise _usage_error(str(exc)) from None
     return [path, folder / "summary.md", folder / REPORT_FILE]
 
 

@@ -94,7 +94,7 @@ def predict(
 ) -> None:
     from clusterbench.analysis.prediction import NoPrediction
     from clusterbench.analysis.prediction import predict as make_prediction
-    from clusterbench.baselines import load_run
+    from clusterbench.compare_io import load_run
 
     counts = _counts(gpus)
     strategies = _split([strategy])

@@ -152,19 +152,17 @@ def _folder(path: Path) -> Path:
 
 
 def _run_page(source: str) -> tuple[str, Path]:
-    from clusterbench import registry
-    from clusterbench.baselines import load_run
-    from clusterbench.finalize import REPORT_FILE
+    from clusterbench.analysis.run import RunAnalysis
+    from clusterbench.compare_io import load_run
     from clusterbench.report.html import render_html
+    from clusterbench.report.run_folder import REPORT_FILE
 
     try:
         results = load_run(source)
     except ValueError as exc:
         raise _usage_error(f"RUN: {exc}") from None
     folder = _folder(Path(source))
-    plots = registry.report_plots(results, run_dir=folder)
-    page = render_html(results, registry.summary_sections(results, run_dir=folder), plots)
-    return page, _folder(Path(source)) / REPORT_FILE
+    return render_html(RunAnalysis(results, run_dir=folder)), folder / REPORT_FILE
 
 
 def _comparison_page(
@@ -179,8 +177,8 @@ def _comparison_page(
 ) -> tuple[str, Path]:
     """The comparison as ``clusterbench compare`` makes it, on top of
     NEW's report whose figures get BASE's measurements (when BASE is a run)."""
-    from clusterbench import registry
-    from clusterbench.baselines import compare_with, load_compared, load_run, previous_runs
+    from clusterbench.analysis.run import RunAnalysis
+    from clusterbench.compare_io import compare_with, load_compared, load_run, previous_runs
     from clusterbench.report.html import render_html
     from clusterbench.schema import Results
 
@@ -203,12 +201,6 @@ def _comparison_page(
         previous=previous,
     )
     base = against if isinstance(against, Results) else None
-    page = render_html(
-        results,
-        registry.summary_sections(results, run_dir=_folder(new_source)),
-        registry.report_plots(results, base=base, run_dir=_folder(new_source)),
-        comparison=comparison,
-        base=base,
-        show_all=show_all,
-    )
+    run = RunAnalysis(results, run_dir=_folder(new_source), comparison=comparison, base=base)
+    page = render_html(run, show_all=show_all)
     return page, _folder(new_source) / "comparison.html"

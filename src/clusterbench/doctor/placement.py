@@ -21,7 +21,6 @@ from clusterbench.schema import Finding, GpuInfo, Topology
 __all__ = [
     "CHECKS",
     "FINDING_ID",
-    "LAUNCHER_VARIABLE",
     "check_placement",
     "launcher_kind",
     "nvlink_domains",
@@ -31,24 +30,23 @@ __all__ = [
 FINDING_ID = "doctor.placement"
 
 
-LAUNCHER_VARIABLE = "CLUSTERBENCH_LAUNCHER"
-"""Set to ``ray`` for the ranks clusterbench starts under Ray Train."""
-
-
-def launcher_kind(env: Mapping[str, str], *, run_id: str = "") -> str | None:
+def launcher_kind(
+    env: Mapping[str, str], *, run_id: str = "", given: str | None = None
+) -> str | None:
     """What started this rank: ``clusterbench`` (its own launch), ray, torchrun, slurm, mpi;
     None.
 
-    ``clusterbench.ray`` marks its ranks (``CLUSTERBENCH_LAUNCHER=ray``): Ray Train sets the
-    same variables torchrun does.
+    ``given``: the run spec's launcher, where the environment cannot tell: ``clusterbench.ray``
+    runs its ranks with ``--launcher ray``, since Ray Train sets the same variables torchrun
+    does.
 
     torch's elastic agent sets TORCHELASTIC_RUN_ID for torchrun and for clusterbench's own
     launch alike; clusterbench's passes the run's id (the run folder's name).  It comes first:
     torchrun started by srun also sees srun's variables.  Read before RANK, which a joined rank
     sets itself under srun and mpirun (``runtime.launch.export_dist_env``).
     """
-    if env.get(LAUNCHER_VARIABLE) == "ray":
-        return "ray"
+    if given:
+        return given
     elastic = env.get("TORCHELASTIC_RUN_ID")
     if elastic:
         return "clusterbench" if run_id and elastic == run_id else "torchrun"

@@ -44,10 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clusterbench.doctor.placement import LAUNCHER_VARIABLE
 from clusterbench.exits import EXIT_RUN_ERROR, EXIT_USAGE
-from clusterbench.launchers import LaunchSpec
-from clusterbench.runspec import default_run_dir
+from clusterbench.job_scripts import LaunchSpec
+from clusterbench.pipeline.spec import default_run_dir
 
 __all__ = ["RankOutcome", "gcs_unreachable", "run_on_ray", "worker_argv"]
 
@@ -84,8 +83,10 @@ def worker_argv(spec: LaunchSpec, *, cpu: bool) -> tuple[list[str], Path]:
         elif not arg.startswith("--out="):
             rest.append(arg)
     device = ["--device", "cpu"] if cpu else []
+    # --launcher ray: Ray Train sets torchrun's variables; the placement findings name Ray
     bare = LaunchSpec(nodes=spec.nodes, gpus_per_node=spec.gpus_per_node, suite=spec.suite,
-                      run_args=(*device, *rest), join_timeout_s=spec.join_timeout)  # fmt: skip
+                      run_args=(*device, "--launcher", "ray", *rest),
+                      join_timeout_s=spec.join_timeout)  # fmt: skip
     return bare.run_argv(out=str(out))[1:], out
 
 
@@ -101,7 +102,6 @@ def _train_loop(config: dict[str, Any]) -> None:
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.broadcast_object_list(port, src=0)
     env = {**os.environ, **dict(config["env"]), "MASTER_PORT": str(port[0])}
-    env[LAUNCHER_VARIABLE] = "ray"  # the placement findings name Ray as the launcher
     argv = [sys.executable, "-m", "clusterbench", *config["argv"]]
     child = [sys.executable, str(_CHILD), str(os.getpid()), *argv]
     code = subprocess.run(child, env=env, check=False).returncode

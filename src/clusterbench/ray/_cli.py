@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from clusterbench.exits import EXIT_USAGE
-from clusterbench.launchers import LaunchSpec, parse_env
+from clusterbench.job_scripts import LaunchSpec, parse_env
 
 __all__ = ["app", "main"]
 

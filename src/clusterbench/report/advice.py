@@ -73,9 +73,10 @@ class AdviceTable:
         return bool(self.rows or self.empty)
 
 
-def advice_table(results: Results) -> AdviceTable:
-    """The run's advice, one row per change: rank, change, gain, basis, evidence, from."""
-    advice = collect_advice(results)
+def advice_table(results: Results, advice: list[Advice] | None = None) -> AdviceTable:
+    """The run's advice (``advice``: as :func:`collect_advice` gives it, computed once per run),
+    one row per change: rank, change, gain, basis, evidence, from."""
+    advice = collect_advice(results) if advice is None else advice
     rows: list[AdviceRow] = [
         (str(n), a.change, gain_text(a), basis_text(a), a.evidence, a.source)
         for n, a in enumerate(advice, start=1)

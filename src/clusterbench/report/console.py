@@ -14,8 +14,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from clusterbench.analysis.run import RunAnalysis
 from clusterbench.report.advice import ADVICE_TITLE, advice_table
-from clusterbench.report.drain import drain_lines, run_drain_list
+from clusterbench.report.drain import drain_lines
 from clusterbench.report.sections.soak import soak_line
 from clusterbench.report.timing import phase_line, time_line
 from clusterbench.report.verdict import verdict_lines
@@ -40,13 +41,12 @@ ADVICE_SHOWN = 5
 """The console names the top few changes; summary.md and report.html list every one."""
 
 
-def render_summary(
-    results: Results, sections: Sequence[Section], console: Console, *, verbose: bool = False
-) -> None:
+def render_summary(run: RunAnalysis, console: Console, *, verbose: bool = False) -> None:
     """Header, one table per benchmark section, the verdict per node, findings, what to
     change, the drain list (after node-pair tests), errors, what did not finish, and a soak's
     rounds and drift.  The notes (info findings) are counted in one line, or with ``verbose``
     printed after the findings; ``verbose`` also prints the time of each phase of the run."""
+    results, sections = run.results, run.sections
     console.print(Text(header_line(results), style="bold"))
     if not sections:
         console.print("No measurements.")
@@ -59,10 +59,10 @@ def render_summary(
     phases = phase_line(results)
     if phases and verbose:
         console.print(Text(phases))
-    _print_verdict(results, console)
+    _print_verdict(run, console)
     _print_findings(results, console, verbose=verbose)
-    print_advice(results, console)
-    _print_drain(results, console)
+    print_advice(run, console)
+    _print_drain(run, console)
     _print_errors(results, console)
     _print_unfinished(results, console)
     soak = soak_line(results)
@@ -70,9 +70,9 @@ def render_summary(
         console.print(Text(soak, style="bold"))
 
 
-def _print_verdict(results: Results, console: Console) -> None:
+def _print_verdict(run: RunAnalysis, console: Console) -> None:
     """One line per node: healthy, or what falls short of known-good (then the findings)."""
-    lines = verdict_lines(results)
+    lines = verdict_lines(run)
     if lines:
         console.print()
     for text, healthy in lines:
@@ -205,10 +205,10 @@ def print_findings(findings: Iterable[Finding], console: Console, *, title: str,
             console.print(Text("      fix: ", style="bold") + Text(f.fix))
 
 
-def print_advice(results: Results, console: Console) -> None:
+def print_advice(run: RunAnalysis, console: Console) -> None:
     """The top :data:`ADVICE_SHOWN` changes, each with its gain, basis and source; or the
     sentence that none beat the defaults; nothing when the run compared no settings."""
-    advice = advice_table(results)
+    advice = advice_table(run.results, run.advice)
     if not advice.shown:
         return
     if not advice.rows:
@@ -226,10 +226,10 @@ def print_advice(results: Results, console: Console) -> None:
         console.print(Text(f"    {gain} · {basis} · {source}"))
 
 
-def _print_drain(results: Results, console: Console) -> None:
+def _print_drain(run: RunAnalysis, console: Console) -> None:
     """The drain list after the node-pair tests (:mod:`.drain`): its headline in bold, each
     entry with its evidence and commands."""
-    head, *rest = drain_lines(run_drain_list(results)) or [""]
+    head, *rest = drain_lines(run.drain) or [""]
     if head:
         console.print(Text(head, style="bold"), soft_wrap=True)
     for line in rest:

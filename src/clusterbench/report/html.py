@@ -18,13 +18,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from html import escape
 from typing import Any
 
 from clusterbench.analysis.compare import Comparison
+from clusterbench.analysis.run import RunAnalysis
 from clusterbench.report.advice import ADVICE_TITLE
-from clusterbench.report.drain import drain_html, run_drain_list
+from clusterbench.report.drain import drain_html
 from clusterbench.report.html_assets import CSS, DRAW_JS, PLOTLY_CONFIG, SORT_JS, plotly_js
 from clusterbench.report.html_compare import comparison_block
 from clusterbench.report.html_header import (
@@ -59,18 +60,11 @@ _TABLES_OPEN = 6
 """A benchmark's tables shown below its plots; more are folded under one line."""
 
 
-def render_html(
-    results: Results,
-    sections: Sequence[Section],
-    plots: Mapping[str, Sequence[Plot]],
-    *,
-    comparison: Comparison | None = None,
-    base: Results | None = None,
-    show_all: bool = False,
-) -> str:
-    """The page.  ``sections``: :func:`~clusterbench.registry.summary_sections`; ``plots``:
-    :func:`~clusterbench.registry.report_plots` (with ``base`` when a comparison's base is a
-    run); ``comparison``: shown at the top; ``show_all``: its unchanged rows listed too."""
+def render_html(run: RunAnalysis, *, show_all: bool = False) -> str:
+    """The page of ``run``: its sections and plots, its comparison (when it has one) at the
+    top; ``show_all``: the comparison's unchanged rows listed too."""
+    results, sections, plots = run.results, run.sections, run.plots
+    comparison, base = run.comparison, run.base
     figures: list[dict[str, Any]] = []
     body = [_title(results, comparison, base)]
     if comparison is not None:
@@ -78,11 +72,11 @@ def render_html(
             f'<section id="comparison"><h2>Comparison</h2>'
             f"{comparison_block(comparison, show_all=show_all)}</section>"
         )
-    body.append(f'<section id="verdict"><h2>Verdict</h2>{verdict_block(results)}</section>')
-    advice = advice_block(results)
+    body.append(f'<section id="verdict"><h2>Verdict</h2>{verdict_block(run)}</section>')
+    advice = advice_block(run)
     if advice:
         body.append(f'<section id="advice"><h2>{ADVICE_TITLE}</h2>{advice}</section>')
-    drain = drain_html(run_drain_list(results))
+    drain = drain_html(run.drain)
     if drain:
         body.append(f'<section id="drain"><h2>Drain list</h2>{drain}</section>')
     body.append(

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from html import escape
 
+from clusterbench.analysis.run import RunAnalysis
 from clusterbench.report.advice import ADVICE_HEADER, advice_table
 from clusterbench.report.html_tables import Cell, findings_table, table
 from clusterbench.report.verdict import verdict_lines
@@ -46,9 +47,10 @@ def _level(results: Results) -> str:
     return "ok"
 
 
-def verdict_block(results: Results) -> str:
+def verdict_block(analysis: RunAnalysis) -> str:
     """The verdict line, one line per node (healthy, or short of known-good), then the
     findings, errors, and what did not finish or was skipped."""
+    results = analysis.results
     run = results.run
     parts = [f"run {run.status}"]
     counts = severity_counts(results.findings)
@@ -59,7 +61,7 @@ def verdict_block(results: Results) -> str:
         parts.append(f"did not finish: {', '.join(run.unfinished)}")
     level = _level(results)
     html = [f'<div class="verdict {level}">{escape(" · ".join(parts))}</div>']
-    nodes = verdict_lines(results)
+    nodes = verdict_lines(analysis)
     if nodes:
         items = "".join(
             f'<li class="{"healthy" if line.healthy else "short"}">{escape(line.text)}</li>'
@@ -91,10 +93,10 @@ def verdict_block(results: Results) -> str:
     return "".join(html)
 
 
-def advice_block(results: Results) -> str:
+def advice_block(run: RunAnalysis) -> str:
     """The ranked advice as a sortable table (the change as code, the gain sorting by the
     speed-up it amounts to), the sentence that none beat the defaults, or '' (left out)."""
-    advice = advice_table(results)
+    advice = advice_table(run.results, run.advice)
     if not advice.shown:
         return ""
     if not advice.rows:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from clusterbench.analysis.run import RunAnalysis
 from clusterbench.report.advice import ADVICE_HEADER, ADVICE_TITLE, advice_table
-from clusterbench.report.drain import drain_markdown, run_drain_list
+from clusterbench.report.drain import drain_markdown
 from clusterbench.report.timing import phase_line, time_line
 from clusterbench.report.verdict import verdict_lines
 from clusterbench.schema import ErrorRecord, Finding, Results
@@ -26,14 +27,15 @@ from clusterbench.views.cells import (
 __all__ = ["render_markdown"]
 
 
-def render_markdown(results: Results, sections: Sequence[Section]) -> str:
+def render_markdown(run: RunAnalysis) -> str:
     """Header, the verdict per node, what to change, one table per benchmark section,
     findings, the drain list (after node-pair tests), errors, and what did not finish."""
+    results, sections = run.results, run.sections
     parts = [f"# clusterbench run {results.run.id}", header_line(results)]
-    verdict = verdict_lines(results)
+    verdict = verdict_lines(run)
     if verdict:
         parts.append("## Verdict\n\n" + "\n".join(f"- {line.text}" for line in verdict))
-    advice = _advice(results)
+    advice = _advice(run)
     if advice:
         parts.append(advice)
     if not sections:
@@ -42,7 +44,7 @@ def render_markdown(results: Results, sections: Sequence[Section]) -> str:
     if results.run.benchmark_seconds:
         parts.append(_time(results))
     parts.append(_findings(results))
-    drain = drain_markdown(run_drain_list(results))
+    drain = drain_markdown(run.drain)
     if drain:
         parts.append(drain)
     if results.errors:
@@ -66,9 +68,10 @@ def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     return "\n".join(lines)
 
 
-def _advice(results: Results) -> str:
+def _advice(run: RunAnalysis) -> str:
     """The ranked advice as a table (the change as code), its sentence, or '' (left out)."""
-    advice = advice_table(results)
+    results = run.results
+    advice = advice_table(results, run.advice)
     if not advice.shown:
         return ""
     if not advice.rows:

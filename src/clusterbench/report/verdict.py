@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from clusterbench.analysis.baseline import builtin_baseline
-from clusterbench.analysis.verdict import node_verdicts, other_findings_line
-from clusterbench.schema import Results
+from clusterbench.analysis.run import RunAnalysis
 
 __all__ = ["VerdictLine", "verdict_lines"]
 
@@ -17,12 +15,10 @@ class VerdictLine(NamedTuple):
     healthy: bool
 
 
-def verdict_lines(results: Results) -> list[VerdictLine]:
+def verdict_lines(run: RunAnalysis) -> list[VerdictLine]:
     """'node H: healthy: ...' per node against the built-in baseline's known-good figures, then
     'across nodes: ...' where findings about no one node call for action; none for a run that
     measured nothing."""
-    if not results.measurements and not results.findings:
-        return []
-    lines = [VerdictLine(v.line(), v.healthy) for v in node_verdicts(results, builtin_baseline())]
-    other = other_findings_line(results)
+    lines = [VerdictLine(v.line(), v.healthy) for v in run.node_verdicts]
+    other = run.other_findings
     return [*lines, VerdictLine(other, False)] if other else lines

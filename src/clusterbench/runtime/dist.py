@@ -96,6 +96,8 @@ class DistContext:
     progress: Progress = field(default_factory=NullProgress)
     run_dir: Path | None = None
     """The run folder, for benchmarks that keep files (traces, logs) with the results."""
+    launcher: str | None = None
+    """What started the ranks where their environment cannot tell (the run spec's ``ray``)."""
     waiting: bool = False
     """True while this rank only waits for others (barriers, gathers): a failure or timeout
     then is a consequence of another rank's, not this rank's own."""

@@ -186,7 +186,7 @@ def launch_local(
     return []
 
 
-def start_fork_server(worker_module: str = "clusterbench.worker") -> None:
+def start_fork_server(worker_module: str = "clusterbench.pipeline.rank") -> None:
     """Start the fork server that the workers are forked from, importing ``worker_module``
     (and torch with it), unless it runs already.  Started early, its import overlaps this
     process's own (ensure_running returns once the server process exists; a worker asked of

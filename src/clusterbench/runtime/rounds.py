@@ -115,7 +115,7 @@ def last_round(records: Sequence[Record]) -> list[Record]:
 def round_findings(records: Sequence[Record], *, keep: int | None) -> list[Finding]:
     """The findings benchmarks recorded themselves (doctor's checks); in a soak (``keep``: the
     summary's round) those of that round only, not one copy a round.  ``records`` in each
-    rank's order, as :func:`~clusterbench.assemble.dedupe` gives them."""
+    rank's order, as :func:`~clusterbench.pipeline.assemble.dedupe` gives them."""
     current: dict[int, int | None] = {}
     out = []
     for r in records:

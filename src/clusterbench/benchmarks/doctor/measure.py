@@ -56,7 +56,7 @@ def _host_checks(
         rank_affinity={e["local_rank"]: set(e["cpus"]) for e in mine} if ctx.is_cuda else None,
         own_pids=[e["pid"] for e in mine],
         ranks=slots,
-        launcher=launcher_kind(os.environ, run_id=run_id),
+        launcher=launcher_kind(os.environ, run_id=run_id, given=ctx.launcher),
     )
     return host, findings
 

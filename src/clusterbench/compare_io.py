@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from clusterbench.analysis.baseline import Baseline, builtin_baseline, compare_baseline
 from clusterbench.analysis.compare import Comparison, Match, compare
-from clusterbench.history import HistoryError, open_history
+from clusterbench.history_db import HistoryError, open_history
 from clusterbench.runtime.atomic import write_text_atomic
 from clusterbench.schema import Results
 from clusterbench.thresholds import Thresholds, run_thresholds

@@ -2,7 +2,7 @@
 
 There is one per-rank loop, however the run started (a soak runs it round after round, rank 0
 deciding each round for all: ``runtime/rounds.py``).  Every record goes to this rank's partial
-file as it happens; how records reach results.json is the run's collector (``collectors.py``:
+file as it happens; how records reach results.json is the run's collector (:mod:`.collect`:
 the parent reads the files, or rank 0 gathers them as the run goes).
 
 Before the loop the ranks agree that they may start: every rank (every node) came, they run
@@ -31,17 +31,17 @@ import torch.distributed as dist
 
 from clusterbench import registry
 from clusterbench._version import __version__
-from clusterbench.collectors import (
+from clusterbench.config import ConfigError
+from clusterbench.doctor.run_health import RunHealth
+from clusterbench.exits import EXIT_RUN_ERROR
+from clusterbench.pipeline.collect import (
     Collector,
     FileCollector,
     GatherCollector,
     flight_store,
 )
-from clusterbench.config import ConfigError
-from clusterbench.doctor.run_health import RunHealth
-from clusterbench.exits import EXIT_RUN_ERROR
-from clusterbench.finalize import ResultsWriteError, finalize
-from clusterbench.runspec import RunSpec, prepare_run_dir
+from clusterbench.pipeline.finish import Finished, ResultsWriteError, finish
+from clusterbench.pipeline.spec import RunSpec, prepare_run_dir
 from clusterbench.runtime.budget import BudgetSchedule
 from clusterbench.runtime.dist import (
     DistContext,
@@ -91,8 +91,10 @@ _FINAL = threading.Lock()
 report, then the process exits."""
 
 
-def worker_main(spec: RunSpec) -> None:
-    """Entry point of one worker (spawned by launch_local, or the process itself when joined)."""
+def worker_main(spec: RunSpec) -> Finished | None:
+    """Entry point of one worker (spawned by launch_local, or the process itself when joined).
+    Under a launcher, rank 0 returns the run it finished; every other rank (and every spawned
+    worker: their parent finishes the run) None."""
     entered = time.time()
     for module in spec.plugin_modules:
         importlib.import_module(module)
@@ -144,6 +146,7 @@ def worker_main(spec: RunSpec) -> None:
     finally:
         ctx.flight.close()
         log.close()
+    return collector.finished_run if isinstance(collector, GatherCollector) else None
 
 
 def _terminated(ctx: DistContext, *, log: RankLog, collector: Collector, interrupted: bool) -> None:
@@ -224,7 +227,7 @@ def _report_start_failure(spec: RunSpec, *, message: str, world_size: int) -> No
         log.write(Hello(host=socket.gethostname(), local_rank=int(local_rank), device=device))
         log.write(Error(benchmark=None, message=message))
         log.close()
-        finalize(spec, records=read_rank_file(log.path), failures=[], world_size=world_size,
+        finish(spec, records=read_rank_file(log.path), failures=[], world_size=world_size,
                  flights={})  # fmt: skip
     except (ConfigError, ResultsWriteError, OSError) as exc:
         print(f"clusterbench: run failed: {message}; results not written: {exc}", file=sys.stderr)
@@ -285,6 +288,7 @@ def make_context(spec: RunSpec) -> DistContext:
                      join_timeout_s=spec.join_timeout_s, host=host)  # fmt: skip
     ctx = DistContext(
         run_dir=Path(spec.run_dir) if spec.run_dir else None,
+        launcher=spec.launcher,
         rank=rank,
         world_size=world,
         local_rank=local_rank,

@@ -29,7 +29,7 @@ from clusterbench.analysis.duration import Expected, TimingTable, pick_table
 from clusterbench.benchmarks.budget import FactQuery, NodeFacts
 from clusterbench.benchmarks.presets import SUITE_NAMES
 from clusterbench.config import RunConfig
-from clusterbench.history import HistoryError, MetricPoint, RunTimings, open_history
+from clusterbench.history_db import HistoryError, MetricPoint, RunTimings, open_history
 from clusterbench.schema import BenchmarkPlan, PlanInfo
 
 __all__ = ["NodeHistory", "apply_plan", "node_facts", "plan_info", "plan_run", "read_history"]

@@ -1,8 +1,9 @@
-"""One run: pick benchmarks, run them on every rank, gather, analyse, write the results.
+"""``run()``: check the input, plan, then start the run or join it.
 
-Started by hand, the runner launches local workers (elastic launch) and assembles the run from
-their partial files when they end, however they end.  Under torchrun/srun/mpirun every process
-is a worker; rank 0 gathers each benchmark's records and rewrites results.json after each one.
+Started by hand, the run launches local workers (elastic launch) and finishes from their
+partial files when they end, however they end.  Under torchrun/srun/mpirun every process is a
+rank; rank 0 gathers each benchmark's records as the run goes and finishes the run at its end
+(:mod:`.finish`, once, in either case).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clusterbench import catalog, registry
 from clusterbench.analysis.budget_plan import RunBudgetPlan, finish_reserve_s
@@ -32,9 +33,9 @@ from clusterbench.analysis.duration import (
 )
 from clusterbench.config import ConfigError, RunConfig, build_run_config
 from clusterbench.exits import EXIT_OK, EXIT_RUN_ERROR
-from clusterbench.finalize import ResultsWriteError, exit_code_for, finalize
-from clusterbench.history import RunTimings
-from clusterbench.planner import (
+from clusterbench.history_db import RunTimings
+from clusterbench.pipeline.finish import Finished, ResultsWriteError, finish
+from clusterbench.pipeline.plan import (
     NodeHistory,
     apply_plan,
     node_facts,
@@ -42,7 +43,7 @@ from clusterbench.planner import (
     plan_run,
     read_history,
 )
-from clusterbench.runspec import RunSpec, now_utc, prepare_run_dir
+from clusterbench.pipeline.spec import FinishOptions, RunSpec, now_utc, prepare_run_dir
 from clusterbench.runtime.launch import (
     WorkerFailure,
     detect_launcher,
@@ -53,6 +54,10 @@ from clusterbench.runtime.launch import (
 from clusterbench.runtime.phases import process_age_s
 from clusterbench.runtime.records import describe_write_error, read_records
 from clusterbench.schema import Results
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.baseline import Baseline
+    from clusterbench.analysis.run import RunAnalysis
 
 __all__ = [
     "OVERSUBSCRIBE_FACTOR",
@@ -81,6 +86,17 @@ class RunOutcome:
     error: str | None = None
     """Why results.json could not be written (one line, e.g. ``cannot write results: no space
     left on <path>``); ``results`` are then the run's results from memory and the exit code 3."""
+    analysis: RunAnalysis | None = None
+    """The finished run as its pages show it (its comparison with ``baseline`` among them);
+    None where ``results`` are None or were not written."""
+    history: Path | None = None
+    """The history database the run was recorded in; None when it was not."""
+
+    @property
+    def comparison(self) -> Any:
+        """The run against ``baseline`` (a :class:`~clusterbench.analysis.compare.Comparison`),
+        or None."""
+        return None if self.analysis is None else self.analysis.comparison
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,8 +144,12 @@ def run(
     announce: Callable[[RunPlan], None] | None = None,
     budget: str | None = None,
     history: Path | None = None,
-    use_history: bool = False,
+    use_history: bool = True,
     plan_only: bool = False,
+    baseline: str | Results | Baseline | None = None,
+    exports: Sequence[str] = (),
+    pushgateway: str | None = None,
+    launcher: str | None = None,
 ) -> RunOutcome:
     """Run a suite and return its results (the library form of ``clusterbench run``).
 
@@ -143,9 +163,17 @@ def run(
     config file's keys, else on, every 0.1 s).
     ``budget`` (a duration: ``10m``): the whole run should take this long; every benchmark is
     cut to its share and stops at it (``run.plan`` says what was cut).  ``use_history``: plan
-    with the earlier runs of this host in the history at ``history`` (None: the default one).
+    with the earlier runs of this host in the history at ``history`` (None: the default one),
+    judge the comparison's noise by them and record the run there.
     ``plan_only``: make the plan, hand it to ``announce`` and return (exit code 0, no results)
     without starting a worker or writing anything.
+    ``baseline``: at the end, compare the run with this run folder, results.json, baseline
+    file, run id of the history or ``builtin`` (or a loaded run or baseline): comparison.json,
+    its regressions among the findings.  ``exports``/``pushgateway``: at the end, export the
+    run as ``clusterbench export`` does.  Both are checked before the run starts (a bad one is
+    a ConfigError), by the process that finishes the run (rank 0 under a launcher).
+    ``launcher``: what started this process's ranks where their environment cannot tell
+    (``ray``).
     """
     entered, started_s = time.monotonic(), process_age_s()
     if detect_launcher() is None and not plan_only and _gpus_likely(device):
@@ -167,7 +195,8 @@ def run(
         telemetry_interval_s=telemetry_interval_s,
         budget=budget,
     )
-    launcher = detect_launcher()
+    launcher_env = detect_launcher()
+    finishes = launcher_env is None or launcher_env.rank == 0
     spec = RunSpec(
         run_id="",
         run_dir="",
@@ -175,28 +204,37 @@ def run(
         device_type=device_type,
         started=now_utc(),
         command=shlex.join(["clusterbench", *sys.argv[1:]]),
-        self_launched=launcher is None,
+        self_launched=launcher_env is None,
         out=None if out is None else str(out),
         nccl_debug=nccl_debug,
         plugin_modules=_plugin_modules(config),
         expect_nodes=_expect_nodes(expect_nodes),
         join_timeout_s=_join_timeout(join_timeout_s, timeout_s=config.timeout_s),
+        launcher=launcher,
+        finish=_finish_options(
+            baseline,
+            exports,
+            pushgateway,
+            history=history,
+            use_history=use_history,
+            finishes=finishes,
+        ),
     )
-    if launcher is not None:
+    if launcher_env is not None:
         try:
-            export_dist_env(launcher)
+            export_dist_env(launcher_env)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        local = int(os.environ.get("LOCAL_WORLD_SIZE", launcher.world_size))
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", launcher_env.world_size))
         # every rank plans by itself: no history, so that they all fit the same settings
-        plan = _plan_fitted_to_budget(spec, world_size=launcher.world_size, local_world_size=local,
-                        history=False)  # fmt: skip
-        if announce is not None and launcher.rank == 0:
+        plan = _plan_fitted_to_budget(spec, world_size=launcher_env.world_size,
+                                      local_world_size=local, history=False)  # fmt: skip
+        if announce is not None and launcher_env.rank == 0:
             announce(plan)
         if plan_only:
             return RunOutcome(results=None, run_dir=Path(out or "."), exit_code=0)
         spec.phases = {**phases, **_phases_so_far(started_s, entered)}
-        return _join(spec, rank=launcher.rank)
+        return _join(spec, rank=launcher_env.rank)
     num_workers = _num_workers(nproc, device_type, oversubscribe=oversubscribe)
     run_dir = None if plan_only else prepare_run_dir(out, workers=num_workers)
     if run_dir is not None:
@@ -209,6 +247,42 @@ def run(
         return RunOutcome(results=None, run_dir=Path(out or "."), exit_code=0)
     spec.phases = {**phases, **_phases_so_far(started_s, entered)}
     return _launch(spec, num_workers=num_workers)
+
+
+def _finish_options(
+    baseline: str | Results | Baseline | None,
+    exports: Sequence[str],
+    pushgateway: str | None,
+    *,
+    history: Path | None,
+    use_history: bool,
+    finishes: bool,
+) -> FinishOptions:
+    """What the finish does besides writing the run, checked now (a bad baseline or export is
+    a ConfigError before anything runs).  The baseline is read by the process that finishes
+    the run only (other nodes need not have the file); the export formats are checked by every
+    rank, so that a mistyped one stops them all rather than rank 0 alone."""
+    from clusterbench.compare_io import load_compared
+    from clusterbench.report.export import parse_formats
+    from clusterbench.report.export_request import export_request
+
+    options = FinishOptions(history=history, record_history=use_history)
+    try:
+        if not finishes:
+            if exports:
+                parse_formats(exports)
+            return options
+        options.exports = export_request(list(exports), pushgateway=pushgateway)
+    except ValueError as exc:
+        raise ConfigError(f"--export: {exc}") from None
+    if isinstance(baseline, str):
+        try:
+            options.baseline = load_compared(baseline, history=history)
+        except ValueError as exc:
+            raise ConfigError(f"--baseline: {exc}") from None
+    else:
+        options.baseline = baseline
+    return options
 
 
 def _plan_fitted_to_budget(
@@ -421,7 +495,7 @@ def _phases_so_far(started_s: float | None, entered: float) -> dict[str, float]:
 def _launch(spec: RunSpec, *, num_workers: int) -> RunOutcome:
     from torch.distributed.elastic.multiprocessing.api import SignalException
 
-    from clusterbench.worker import worker_main
+    from clusterbench.pipeline.rank import worker_main
 
     run_dir = Path(spec.run_dir)
     failures: list[WorkerFailure] = []
@@ -442,7 +516,7 @@ def _launch(spec: RunSpec, *, num_workers: int) -> RunOutcome:
             error=f"cannot start the workers: {reason}",
         )
     try:
-        results = finalize(
+        done = finish(
             spec,
             records=read_records(run_dir),
             failures=failures,
@@ -451,7 +525,12 @@ def _launch(spec: RunSpec, *, num_workers: int) -> RunOutcome:
         )
     except ResultsWriteError as exc:  # a full or failing disk: the results live on in memory
         return _outcome_of_unwritten_results(exc, run_dir)
-    return RunOutcome(results=results, run_dir=run_dir, exit_code=exit_code_for(results))
+    return _outcome(done, run_dir)
+
+
+def _outcome(done: Finished, run_dir: Path) -> RunOutcome:
+    return RunOutcome(results=done.results, run_dir=run_dir, exit_code=done.exit_code,
+                      analysis=done.run, history=done.history)  # fmt: skip
 
 
 def _outcome_of_unwritten_results(exc: ResultsWriteError, run_dir: Path) -> RunOutcome:
@@ -466,14 +545,13 @@ def _outcome_of_unwritten_results(exc: ResultsWriteError, run_dir: Path) -> RunO
 def _join(spec: RunSpec, *, rank: int) -> RunOutcome:
     """This process is one rank of a launcher's run: the same per-rank loop as a spawned worker,
     with rank 0 gathering records and writing results.json as it goes."""
-    from clusterbench.worker import worker_main
+    from clusterbench.pipeline.rank import worker_main
 
     try:
-        worker_main(spec)
+        done = worker_main(spec)
     except ResultsWriteError as exc:  # rank 0 could not write the final results.json
         return _outcome_of_unwritten_results(exc, Path(spec.run_dir))
     run_dir = Path(spec.run_dir)
-    if rank != 0:
+    if rank != 0 or done is None:
         return RunOutcome(results=None, run_dir=run_dir, exit_code=EXIT_OK)
-    results = Results.model_validate_json((run_dir / "results.json").read_text(encoding="utf-8"))
-    return RunOutcome(results=results, run_dir=run_dir, exit_code=exit_code_for(results))
+    return _outcome(done, run_dir)

@@ -7,20 +7,48 @@ import shutil
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from clusterbench.config import ConfigError, RunConfig
 from clusterbench.schema import PlanInfo
 from clusterbench.units import format_bytes
 
+if TYPE_CHECKING:
+    from clusterbench.analysis.baseline import Baseline
+    from clusterbench.report.export_request import ExportRequest
+    from clusterbench.schema import Results
+
 __all__ = [
     "MIN_FREE_BYTES",
     "MIN_FREE_BYTES_PER_WORKER",
+    "FinishOptions",
     "RunSpec",
     "default_run_dir",
     "min_free_bytes",
     "now_utc",
     "prepare_run_dir",
 ]
+
+
+@dataclass(kw_only=True)
+class FinishOptions:
+    """What the run's finish does besides writing the run folder, asked for before the run
+    starts and held by the process that finishes it (the one started by hand, or rank 0 under
+    a launcher)."""
+
+    baseline: Results | Baseline | None = None
+    """``--baseline``, read before the run: the run is compared with it (comparison.json, its
+    regressions among the findings)."""
+    history: Path | None = None
+    """The history database (None: the default one)."""
+    record_history: bool = False
+    """Record the run in the history (and judge the comparison's noise by its earlier runs)."""
+    exports: ExportRequest | None = None
+    """``--export``/``--pushgateway``."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a spawned worker never finishes the run: the baseline (a whole run's results) stays
+        return {**self.__dict__, "baseline": None}
 
 
 @dataclass(kw_only=True)
@@ -60,6 +88,10 @@ class RunSpec:
     budget_ends_at: float | None = None
     """With ``--budget``: when (wall clock, s since the epoch) the last benchmark must be done
     for the command to end within its budget; each benchmark gets its share of what is left."""
+    launcher: str | None = None
+    """The external launcher that started the ranks, where it cannot be told from their
+    environment alone (``ray``: Ray Train sets torchrun's variables)."""
+    finish: FinishOptions = field(default_factory=FinishOptions)
 
 
 def now_utc() -> str:

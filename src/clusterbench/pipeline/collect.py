@@ -3,8 +3,9 @@
 - :class:`FileCollector` when clusterbench started the workers: the parent reads every rank's
   file when they end, however they end, and assembles the run;
 - :class:`GatherCollector` under torchrun/srun/mpirun: there is no parent, so rank 0 gathers
-  every rank's new records after each benchmark and rewrites results.json, and says what
-  happened when a rank fails (from what it gathered, the files it can see, and every rank's
+  every rank's new records after each benchmark and rewrites results.json with what it has so
+  far (assembled, not analysed), and finishes the run once at its end -- or, when a rank
+  fails, says what happened (from what it gathered, the files it can see, and every rank's
   flight record in the run's store).
 """
 
@@ -20,14 +21,13 @@ from typing import Protocol
 
 import torch.distributed as dist
 
-from clusterbench.assemble import dedupe
 from clusterbench.exits import EXIT_RUN_ERROR
-from clusterbench.finalize import ResultsWriteError, finalize
-from clusterbench.runspec import RunSpec
+from clusterbench.pipeline.assemble import dedupe
+from clusterbench.pipeline.finish import Finished, ResultsWriteError, finish, write_partial
+from clusterbench.pipeline.spec import RunSpec
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.flight import FlightState, parse_flight, read_flights, store_key
 from clusterbench.runtime.records import Error, RankLog, Record, read_rank_file, read_records
-from clusterbench.schema import Results
 
 __all__ = ["EXIT_INTERRUPTED", "Collector", "FileCollector", "GatherCollector", "flight_store"]
 
@@ -81,9 +81,11 @@ class GatherCollector:
         """The run's store, where every rank also keeps its flight record (other nodes'
         files are not visible to rank 0)."""
         self.gathered: list[Record] = []
+        self.finished_run: Finished | None = None
+        """Rank 0's finished run, once the loop has ended."""
 
     def after_benchmark(self, ctx: DistContext, log: RankLog) -> None:
-        """Rank 0 collects every rank's new records and rewrites results.json."""
+        """Rank 0 collects every rank's new records and rewrites results.json with them."""
         everyone = ctx.gather_to_root(log.take_unsent())
         if ctx.rank != 0 or everyone is None:
             return
@@ -92,12 +94,12 @@ class GatherCollector:
         # A full disk does not stop the measuring: the final write tries again and a failure
         # there reaches the CLI (with the results from memory).
         with contextlib.suppress(ResultsWriteError):
-            finalize(self.spec, records=self.gathered, failures=[], world_size=ctx.world_size,
-                     running=True)  # fmt: skip
+            write_partial(self.spec, records=self.gathered, world_size=ctx.world_size,
+                          flights=read_flights(Path(self.spec.run_dir)))  # fmt: skip
 
     def finished(self, ctx: DistContext) -> None:
         if ctx.rank == 0:
-            self._finish(ctx.world_size)
+            self.finished_run = self._finish(ctx.world_size)
 
     def failed(self, ctx: DistContext, log: RankLog) -> None:
         """No parent assembles the run: the ranks say what happened.
@@ -116,7 +118,7 @@ class GatherCollector:
             # still alive go on past the error (a dead rank's stopped before it)
             time.sleep(2.0)
         try:
-            results = self._finish(ctx.world_size)
+            results = self._finish(ctx.world_size).results
         except ResultsWriteError as exc:
             if exc.results.errors:
                 print(f"clusterbench: run failed: {exc.results.errors[0].message}",
@@ -137,10 +139,10 @@ class GatherCollector:
             print(f"clusterbench: interrupted; results kept in {self.spec.run_dir}",
                   file=sys.stderr)  # fmt: skip
 
-    def _finish(self, world_size: int, *, interrupted: bool = False) -> Results:
+    def _finish(self, world_size: int, *, interrupted: bool = False) -> Finished:
         records = dedupe([*self.gathered, *read_records(Path(self.spec.run_dir))])
         flights = {**self._stored_flights(world_size), **read_flights(Path(self.spec.run_dir))}
-        return finalize(self.spec, records=records, failures=[], world_size=world_size,
+        return finish(self.spec, records=records, failures=[], world_size=world_size,
                         interrupted=interrupted, flights=flights)  # fmt: skip
 
     def _stored_flights(self, world_size: int) -> dict[int, FlightState]:

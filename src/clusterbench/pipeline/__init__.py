@@ -1,0 +1,14 @@
+"""The run pipeline, in the order a run goes through it:
+
+- :mod:`.plan`: what each benchmark will do and how long it should take (its budget share);
+- :mod:`.start`: ``run()``: check the input, plan, then start the workers (clusterbench's own
+  launch) or join the launcher's world (torchrun, srun, mpirun, Ray);
+- :mod:`.rank`: the per-rank loop: join, probe, each benchmark under its deadline, record;
+- :mod:`.collect`: how each rank's records reach the process that finishes the run;
+- :mod:`.assemble`: records -> :class:`~clusterbench.schema.Results`;
+- :mod:`.finish`: ``finish()``, once per run: analyse, compare with the baseline and the
+  history when asked, write results.json, summary.md and report.html, record the history, export.
+
+:mod:`.spec` is what travels from the start to every rank.  Nothing here is imported by the
+commands that measure nothing.
+"""

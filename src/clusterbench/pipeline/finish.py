@@ -1,0 +1,192 @@
+"""The end of a run, once: ``finish()`` turns the ranks' records into the run's results,
+analyses them, compares them with the baseline and the history when asked, writes
+results.json, summary.md and report.html (each once), records the run in the history and runs
+the exports; and the exit code of the results."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from clusterbench import registry
+from clusterbench._version import __version__
+from clusterbench.analysis.run import RunAnalysis
+from clusterbench.compare_io import compare_with, previous_runs, write_comparison
+from clusterbench.exits import EXIT_FAIL_FINDING, EXIT_OK, EXIT_RUN_ERROR
+from clusterbench.pipeline.assemble import RunMeta, assemble_results
+from clusterbench.pipeline.spec import FinishOptions, RunSpec, now_utc
+from clusterbench.report.run_folder import (
+    REPORT_FILE,
+    ResultsWriteError,
+    replace_all,
+    write_results,
+)
+from clusterbench.runtime.flight import FlightState, read_flights, read_stacks
+from clusterbench.runtime.launch import WorkerFailure
+from clusterbench.runtime.phases import ordered_phases
+from clusterbench.runtime.records import Record, describe_write_error
+from clusterbench.schema import Results
+
+__all__ = [
+    "REPORT_FILE",
+    "Finished",
+    "ResultsWriteError",
+    "exit_code_for",
+    "finish",
+    "write_partial",
+    "write_results",
+]
+
+
+@dataclass(kw_only=True)
+class Finished:
+    """A finished run: its analysis (results, comparison, ...) and what became of the rest."""
+
+    run: RunAnalysis
+    exit_code: int
+    history: Path | None = None
+    """The history database the run was recorded in (None: not recorded)."""
+
+    @property
+    def results(self) -> Results:
+        return self.run.results
+
+
+def finish(
+    spec: RunSpec,
+    *,
+    records: list[Record],
+    failures: list[WorkerFailure],
+    world_size: int,
+    interrupted: bool = False,
+    flights: dict[int, FlightState] | None = None,
+) -> Finished:
+    """Assemble the run from ``records``, analyse it once, compare it with ``spec.finish``'s
+    baseline, write its folder, record it in the history and export it.
+
+    Raises :class:`ResultsWriteError` when results.json or summary.md cannot be written (the
+    run is neither recorded nor exported then: its folder holds the ranks' records).  The
+    comparison, the history and the exports cost one warning line each when they fail, not
+    the run.
+    """
+    entered = time.monotonic()
+    options = spec.finish
+    results = _assembled(spec, records=records, failures=failures, world_size=world_size,
+                         interrupted=interrupted, flights=flights)  # fmt: skip
+    run = RunAnalysis(results, run_dir=Path(spec.run_dir))
+    # Findings benchmarks recorded themselves (e.g. doctor's checks) come first, then analysis.
+    results.findings = [*results.findings, *registry.analyze(results, spec.config.thresholds)]
+    previous: list[Results] = []
+    if options.baseline is not None:
+        previous, warning = previous_runs(
+            results, path=options.history, enabled=options.record_history
+        )
+        if warning is not None:
+            _warn(warning)
+        run.add_comparison(
+            compare_with(options.baseline, results, run.thresholds, previous=previous)
+        )
+    results.run.phase_seconds = ordered_phases(
+        results.run.phase_seconds, {"finish": time.monotonic() - entered}
+    )
+    write_results(run, html=True)
+    if run.comparison is not None:
+        _write_comparison(run)
+    code = exit_code_for(results)
+    if code == EXIT_OK and run.comparison is not None and run.comparison.failed:
+        code = EXIT_FAIL_FINDING
+    recorded = _record(run, options) if options.record_history else None
+    if options.exports is not None:
+        from clusterbench.report.export_request import do_exports
+
+        for line in do_exports(results, options.exports, run_dir=Path(spec.run_dir)):
+            _warn(f"export not done: {line}")
+    return Finished(run=run, exit_code=code, history=recorded)
+
+
+def write_partial(
+    spec: RunSpec, *, records: list[Record], world_size: int, flights: dict[int, FlightState]
+) -> None:
+    """results.json of a run still going (status ``running``): what its ranks have measured so
+    far, assembled, not analysed; written under a launcher after each benchmark, so that a run
+    whose rank 0 dies keeps what it had gathered.  Raises :class:`ResultsWriteError`."""
+    results = _assembled(spec, records=records, failures=[], world_size=world_size,
+                         running=True, flights=flights)  # fmt: skip
+    path = Path(spec.run_dir) / "results.json"
+    failing = replace_all([(path, results.model_dump_json(indent=2))])
+    if failing is not None:
+        raise ResultsWriteError(failing[0], failing[1], results)
+
+
+def _assembled(
+    spec: RunSpec,
+    *,
+    records: list[Record],
+    failures: list[WorkerFailure],
+    world_size: int,
+    interrupted: bool = False,
+    running: bool = False,
+    flights: dict[int, FlightState] | None = None,
+) -> Results:
+    meta = RunMeta(
+        id=spec.run_id,
+        started=spec.started,
+        finished=now_utc(),
+        suite=spec.config.suite,
+        world_size=world_size,
+        backend="nccl" if spec.device_type == "cuda" else "gloo",
+        command=spec.command,
+        config=spec.config.to_dict(),
+        benchmarks=list(spec.config.benchmarks),
+        version=__version__,
+        fallback_host=socket.gethostname(),
+        plan=spec.plan,
+        phases=spec.phases,
+    )
+    return assemble_results(
+        records=records,
+        meta=meta,
+        failures=failures,
+        flights=read_flights(Path(spec.run_dir)) if flights is None else flights,
+        stacks=read_stacks(Path(spec.run_dir)),
+        interrupted=interrupted,
+        running=running,
+    )
+
+
+def _write_comparison(run: RunAnalysis) -> None:
+    assert run.comparison is not None and run.run_dir is not None
+    try:
+        write_comparison(run.run_dir, run.comparison)
+    except OSError as exc:
+        _warn(f"comparison.json not written: {describe_write_error(exc, run.run_dir)}")
+
+
+def _record(run: RunAnalysis, options: FinishOptions) -> Path | None:
+    """Record the run; a history that cannot take it costs one warning line, not the run."""
+    from clusterbench.history_db import HistoryError, open_history
+
+    assert run.run_dir is not None
+    try:
+        with open_history(options.history) as store:
+            store.record(run.results, run.run_dir)
+    except HistoryError as exc:
+        _warn(f"history not recorded: {exc}; the run folder {run.run_dir} is the record; "
+              "rebuild with 'clusterbench history import DIR...'")  # fmt: skip
+        return None
+    return store.path
+
+
+def _warn(line: str) -> None:
+    print(f"clusterbench: warning: {line}", file=sys.stderr)
+
+
+def exit_code_for(results: Results) -> int:
+    if results.run.status in ("failed", "interrupted"):
+        return EXIT_RUN_ERROR
+    if any(f.severity == "fail" for f in results.findings):
+        return EXIT_FAIL_FINDING
+    return EXIT_OK
