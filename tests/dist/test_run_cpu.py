@@ -159,3 +159,35 @@ def test_joins_under_torchrun(tmp_path: Path) -> None:
         set(results.run.benchmark_seconds) == {"gemm"} and results.run.benchmark_seconds["gemm"] > 0
     )
     assert "time: gemm " in proc.stdout
+
+
+def test_the_library_run_finishes_as_the_command_does(tmp_path: Path) -> None:
+    """clusterbench.run() compares with the baseline, records the history and exports, once,
+    at the run's finish, as 'clusterbench run --baseline --export' does."""
+    import clusterbench
+
+    history = tmp_path / "history.sqlite"
+    kw = {"only": ["gemm"], "sets": SMALL_GEMM[1::2], "device": "cpu", "history": history}
+    first = clusterbench.run(out=tmp_path / "first", **kw)  # type: ignore[arg-type]
+    assert first.exit_code == 0 and first.history == history and first.comparison is None
+    second = clusterbench.run(
+        out=tmp_path / "second", baseline=str(tmp_path / "first"), exports=["csv"], **kw
+    )  # type: ignore[arg-type]
+    assert second.exit_code in (0, 1) and second.results is not None
+    comparison = second.comparison
+    assert comparison is not None and comparison.rows
+    saved = json.loads((tmp_path / "second" / "comparison.json").read_text())
+    assert len(saved["rows"]) == len(comparison.rows)
+    # the comparison's regressions are among the findings results.json holds
+    written = load_results(tmp_path / "second")
+    assert [f.id for f in written.findings] == [f.id for f in second.results.findings]
+    assert "gemm" in (tmp_path / "second" / "results.csv").read_text()
+    assert (tmp_path / "second" / "report.html").is_file()
+    from clusterbench.history_db import open_history
+
+    with open_history(history) as store:
+        assert {r.id for r in store.runs()} == {"first", "second"}
+    # a bad baseline is refused before anything runs or is written
+    with pytest.raises(clusterbench.ConfigError, match="--baseline"):
+        clusterbench.run(out=tmp_path / "third", baseline=str(tmp_path / "nowhere"), **kw)  # type: ignore[arg-type]
+    assert not (tmp_path / "third").exists()

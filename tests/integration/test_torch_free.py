@@ -87,3 +87,24 @@ def test_list_compare_report_export_and_schema_need_no_torch(
     assert "bandwidth" in (tmp_path / "m.csv").read_text()
     code, out, err = _without_torch("schema")
     assert code == 0 and "measurements" in out, err
+
+
+def test_history_cost_predict_and_launch_need_no_torch(tmp_path: Path) -> None:
+    from tests.prediction_runs import run_of
+    from tests.unit.test_cost import training_run
+
+    trained = write_run(tmp_path / "trained", run_of(num_nodes=2, gpus_per_node=8))
+    history = str(tmp_path / "history.sqlite")
+    code, out, err = _without_torch("history", "import", str(trained), "--history", history)
+    assert code == 0, err
+    code, out, err = _without_torch("history", "--history", history, "--json")
+    assert code == 0 and json.loads(out.split("__torch_free__")[0]), err
+    code, out, err = _without_torch("predict", str(trained), "--json")
+    assert code == 0, err
+    assert json.loads(out.split("__torch_free__")[0])["predictions"], out[:500]
+    priced = write_run(tmp_path / "priced", training_run({1: 1000.0, 8: 800.0}))
+    code, out, err = _without_torch("cost", str(priced), "--gpu-hour", "2.5")
+    assert code == 0 and (priced / "cost.json").is_file(), err  # priced: the pages rebuilt
+    assert "## cost" in (priced / "summary.md").read_text()
+    code, out, err = _without_torch("launch", "--torchrun", "--nodes", "2", "--gpus-per-node", "8")
+    assert code == 0 and "torchrun" in out, err

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from clusterbench.analysis.rank_test import mann_whitney_p
 from clusterbench.metrics import Direction
 from clusterbench.thresholds import Thresholds, practical_floor
 
@@ -208,12 +209,10 @@ def _noise_verdict(
 def _within_run(
     base: Sequence[float], new: Sequence[float], alpha: float
 ) -> tuple[float | None, _Noise]:
-    from scipy.stats import mannwhitneyu
-
     n1, n2 = len(base), len(new)
     if min(n1, n2) < MIN_SAMPLES:
         return None, _Noise(beyond=None, note=f"{n1} vs {n2} repeats: no test")
-    p = float(mannwhitneyu(base, new, alternative="two-sided").pvalue)
+    p = mann_whitney_p(base, new)
     smallest = 2 / math.comb(n1 + n2, n1)
     if smallest >= alpha:
         note = f"{n1} vs {n2} repeats: p cannot reach {alpha:g}"
