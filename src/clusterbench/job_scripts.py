@@ -32,7 +32,6 @@ from typing import Any, Literal
 import yaml
 
 __all__ = [
-    "DEFAULT_IMAGE",
     "LAUNCHERS",
     "RESULTS_MOUNT",
     "LaunchSpec",
@@ -53,7 +52,6 @@ LauncherName = Literal["torchrun", "slurm", "mpi", "k8s", "ray"]
 DEFAULT_PORT = 29500
 DEFAULT_JOIN_TIMEOUT_S = 300
 """Seconds the nodes have to join, unless --join-timeout (or a shorter run --timeout) says."""
-DEFAULT_IMAGE = "ghcr.io/OWNER/clusterbench:latest"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _K8S_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -71,8 +69,8 @@ class LaunchSpec:
     master_addr: str | None = None
     """First node's address; None: found at run time where the launcher allows it."""
     port: int = DEFAULT_PORT
-    image: str = DEFAULT_IMAGE
-    """Container image (k8s only)."""
+    image: str | None = None
+    """Container image (k8s only, where it is required: there is no image to guess)."""
     name: str = "clusterbench"
     """Job name (Slurm, k8s) and rendezvous id (torchrun)."""
     env: tuple[tuple[str, str], ...] = ()
@@ -276,6 +274,8 @@ def mpi_command(spec: LaunchSpec) -> str:
 
 
 def _k8s_container(spec: LaunchSpec) -> dict[str, Any]:
+    if not spec.image:
+        raise ValueError("the Kubernetes manifest needs a container image (--image IMAGE)")
     # Kubeflow's operator sets MASTER_ADDR, MASTER_PORT and RANK (the pod's index: Master 0,
     # Worker i -> i+1) on every pod; Kubernetes expands $(VAR) from the container's env.
     args = [

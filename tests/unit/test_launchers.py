@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 
 from clusterbench.cli import app
 from clusterbench.job_scripts import (
-    DEFAULT_IMAGE,
     RESULTS_MOUNT,
     LaunchSpec,
     k8s_manifest,
@@ -24,7 +23,10 @@ from clusterbench.job_scripts import (
     torchrun_command,
 )
 
-SPEC = LaunchSpec(nodes=4, gpus_per_node=8, suite="standard", run_args=("--only", "network"))
+IMAGE = "registry.example/clusterbench:0.1"
+SPEC = LaunchSpec(
+    nodes=4, gpus_per_node=8, suite="standard", run_args=("--only", "network"), image=IMAGE
+)
 runner = CliRunner()
 
 
@@ -77,6 +79,7 @@ def test_k8s_manifest_yaml_structure() -> None:
         suite="standard",
         run_args=("--only", "network"),
         env=(("NCCL_SOCKET_IFNAME", "eth0"), ("NCCL_DEBUG", "INFO"), ("FLAG", "true")),
+        image=IMAGE,
     )
     manifest = yaml.safe_load(k8s_manifest(spec))
     assert list(manifest) == ["apiVersion", "kind", "metadata", "spec"]  # sort_keys=False
@@ -90,7 +93,7 @@ def test_k8s_manifest_yaml_structure() -> None:
         pod = replica["template"]["spec"]
         assert pod["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
         (container,) = pod["containers"]
-        assert container["name"] == "pytorch" and container["image"] == DEFAULT_IMAGE
+        assert container["name"] == "pytorch" and container["image"] == IMAGE
         assert container["command"] == ["torchrun"]
         assert container["args"] == [
             "--nnodes=4",
@@ -116,12 +119,15 @@ def test_k8s_manifest_yaml_structure() -> None:
 
 
 def test_k8s_manifest_yaml_matches_json() -> None:
-    for spec in (SPEC, LaunchSpec(nodes=1, gpus_per_node=2, port=1234, name="one-node")):
+    for spec in (
+        SPEC,
+        LaunchSpec(nodes=1, gpus_per_node=2, port=1234, name="one-node", image=IMAGE),
+    ):
         assert yaml.safe_load(k8s_manifest(spec)) == json.loads(k8s_manifest(spec, fmt="json"))
 
 
 def test_k8s_manifest_single_node_has_no_worker_and_no_env() -> None:
-    manifest = yaml.safe_load(k8s_manifest(LaunchSpec(nodes=1, gpus_per_node=2)))
+    manifest = yaml.safe_load(k8s_manifest(LaunchSpec(nodes=1, gpus_per_node=2, image=IMAGE)))
     replicas = manifest["spec"]["pytorchReplicaSpecs"]
     assert list(replicas) == ["Master"] and replicas["Master"]["replicas"] == 1
     (container,) = replicas["Master"]["template"]["spec"]["containers"]
@@ -162,7 +168,12 @@ def test_k8s_results_volume_is_mounted_and_out_points_into_it(
     option: dict[str, str], volume: dict[str, Any]
 ) -> None:
     spec = LaunchSpec(
-        nodes=3, gpus_per_node=8, name="llama-bench", run_args=SPEC.run_args, **option
+        nodes=3,
+        gpus_per_node=8,
+        name="llama-bench",
+        run_args=SPEC.run_args,
+        image=IMAGE,
+        **option,
     )
     text = k8s_manifest(spec)
     pods = _pods(yaml.safe_load(text))
@@ -191,13 +202,15 @@ def test_k8s_results_volume_is_mounted_and_out_points_into_it(
 def test_k8s_results_volume_keeps_an_out_given_under_it() -> None:
     out = f"{RESULTS_MOUNT}/nightly/run-7"
     for run_args in (("--out", out), (f"--out={out}",)):
-        spec = LaunchSpec(nodes=1, gpus_per_node=2, results_pvc="r", run_args=run_args)
+        spec = LaunchSpec(nodes=1, gpus_per_node=2, results_pvc="r", run_args=run_args, image=IMAGE)
         (container,) = _pods(yaml.safe_load(k8s_manifest(spec)))["Master"]["containers"]
         assert container["args"][-len(run_args) :] == list(run_args)
         assert container["args"].count("--out") + container["args"].count(f"--out={out}") == 1
         assert spec.run_out() == out
     with pytest.raises(ValueError, match="outside the results volume mounted at /results"):
-        LaunchSpec(nodes=1, gpus_per_node=2, results_pvc="r", run_args=("--out", "runs/a"))
+        LaunchSpec(
+            nodes=1, gpus_per_node=2, results_pvc="r", run_args=("--out", "runs/a"), image=IMAGE
+        )
 
 
 def test_k8s_without_a_results_volume_says_results_vanish_with_the_pod() -> None:
@@ -384,3 +397,8 @@ def test_the_join_timeout_comes_from_the_option_or_the_runs_timeout() -> None:
         LaunchSpec(nodes=2, gpus_per_node=1, join_timeout_s=0)
     with pytest.raises(ValueError, match="--expect-nodes: set by the launch command itself"):
         LaunchSpec(nodes=2, gpus_per_node=1, run_args=("--expect-nodes", "3"))
+
+
+def test_a_manifest_without_an_image_is_refused() -> None:
+    with pytest.raises(ValueError, match="needs a container image"):
+        k8s_manifest(LaunchSpec(nodes=2, gpus_per_node=8))

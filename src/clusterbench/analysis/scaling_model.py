@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
@@ -311,8 +311,6 @@ def fit_compute_s(
     """The compute time that makes the model's step times closest to ``measured`` (world size
     -> seconds) on ``fit_sizes``: least squares on the relative error, the link fits and the
     overlap taken as given (at world size 1 alone, the measured step itself)."""
-    from scipy import optimize
-
     fit_set = sorted(set(fit_sizes))
     missing = [w for w in fit_set if w not in measured]
     if not fit_set or missing:
@@ -328,10 +326,39 @@ def fit_compute_s(
         )  # fmt: skip
 
     upper = max(measured[w] for w in fit_set)
-    best = optimize.minimize_scalar(
-        loss, bounds=(upper * 1e-9, upper), method="bounded", options={"xatol": upper * 1e-12}
-    )
-    return float(best.x)
+    return golden_section_min(loss, upper * 1e-9, upper, xatol=upper * 1e-12)
+
+
+_GOLDEN = (math.sqrt(5) - 1) / 2
+
+
+def golden_section_min(
+    f: Callable[[float], float], low: float, high: float, *, xatol: float, grid: int = 200
+) -> float:
+    """The x in [low, high] (0 < low) where ``f`` is least, to within ``xatol``: ``grid``
+    points spaced evenly in log between the bounds find the best neighbourhood (a step-time fit
+    may have more than one local minimum, and one at a bound), then the golden-section search
+    narrows it (each step keeps the 0.618 of the interval that holds the minimum).  Never worse
+    than scipy's bounded ``minimize_scalar`` (a local search), without importing scipy.optimize
+    (0.26 s)."""
+    ratio = (high / low) ** (1 / (grid - 1))
+    xs = [low * ratio**i for i in range(grid - 1)] + [high]
+    values = [f(x) for x in xs]
+    best = min(range(grid), key=values.__getitem__)
+    a, b = xs[max(best - 1, 0)], xs[min(best + 1, grid - 1)]
+    c, d = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
+    fc, fd = f(c), f(d)
+    while b - a > xatol:
+        if fc <= fd:
+            b, d, fd = d, c, fc
+            c = b - _GOLDEN * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + _GOLDEN * (b - a)
+            fd = f(d)
+    inside = (a + b) / 2
+    return inside if f(inside) <= values[best] else xs[best]
 
 
 def _step_s(

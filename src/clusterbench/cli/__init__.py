@@ -455,7 +455,6 @@ def launch(
     """Print the command or script that runs clusterbench on many nodes."""
     from clusterbench.config import check_suite_name
     from clusterbench.job_scripts import (
-        DEFAULT_IMAGE,
         LaunchSpec,
         parse_env,
         pick_launcher,
@@ -484,7 +483,7 @@ def launch(
             name=name,
             env=parse_env(env or []),
             run_args=tuple(run_args or []),
-            image=image or DEFAULT_IMAGE,  # not read: --k8s alone needs --image
+            image=image,
             results_pvc=results_pvc,
             results_host_path=results_host_path,
             join_timeout_s=join_timeout,
