@@ -268,6 +268,19 @@ python3 -m clusterbench history --history "$HIST" >"$OUT/history.txt" 2>&1
 python3 -m clusterbench history --history "$HIST" "gemm.tflops_best[dtype=bf16]" \
   >>"$OUT/history.txt" 2>&1
 
+# Command times on this machine (wall s, three runs each): the commands that read a run and
+# doctor --fast (target: 2 s), each a fresh process as a user starts it.
+for cmd in "--help" "list" "compare $RUN_DIR $RERUN_DIR --no-history" \
+  "report $RUN_DIR -o $OUT/report-again.html" "export $RUN_DIR --format csv -o $OUT/again.csv" \
+  "doctor --fast"; do
+  times=""
+  for i in 1 2 3; do
+    t0=$(date +%s.%N); python3 -m clusterbench $cmd >/dev/null 2>&1; rc=$?
+    times="$times $(python3 -c "print(f'{$(date +%s.%N)-$t0:.2f}')")"
+  done
+  echo "command time: clusterbench ${cmd%% /*}:$times s (exit $rc)" | tee -a "$OUT/command-times.txt"
+done
+
 # Failure handling over NCCL: rank 1 raises; the run must end with exit 3 naming it.
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   python3 -m clusterbench run --only memory,selftest --set selftest.fail_rank=1 --timeout 60 \
@@ -296,6 +309,7 @@ if [ "${LEVEL2:-1}" = 1 ] && [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
 fi
 tar czf "$FINAL_OUT/logs.tgz" -C "$OUT" .
 cp "$OUT"/table.txt "$OUT"/results-*.json "$OUT"/compar*.json "$OUT"/compare*.txt \
-  "$OUT"/history.txt "$FINAL_OUT"/ 2>/dev/null
+  "$OUT"/history.txt "$OUT"/command-times.txt "$FINAL_OUT"/ 2>/dev/null
 grep -E "^rows:|^compare" "$OUT/run-$SUITE.log" "$OUT"/compare*.txt
+cat "$OUT/command-times.txt" 2>/dev/null
 cat "$OUT/table.txt"

@@ -337,3 +337,13 @@ def test_probe_this_machine() -> None:
     assert host.hostname == os.uname().nodename
     assert host.cpu.threads is not None and host.cpu.threads > 0
     assert host.cpu.numa_nodes or not Path("/sys/devices/system/node/node0").exists()
+
+
+def test_torch_versions_read_from_its_files_equal_the_imported_ones() -> None:
+    """doctor --fast reads torch's version from torch/version.py instead of importing torch
+    (seconds); it must state what the import does, less NCCL's."""
+    from clusterbench.hardware.probe import _torch_versions, _torch_versions_unimported
+
+    read = _torch_versions_unimported()
+    assert read["torch"]
+    assert read == {k: v for k, v in _torch_versions().items() if k != "nccl"}

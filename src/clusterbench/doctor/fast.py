@@ -18,6 +18,7 @@ shows in the NVML checks, which are in-process and do fail.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import threading
@@ -123,13 +124,16 @@ def check_node_fast(
     deadline_s: float | None = None,
     command_timeout_s: float = FAST_COMMAND_TIMEOUT_S,
     checks: Sequence[Check] | None = None,
-    probe: Callable[..., HostInfo] = probe_host,
+    probe: Callable[..., HostInfo] | None = None,
     nvml: Any = AUTO,
 ) -> FastCheck:
     """Probe this node and run every check (or ``checks``) within ``deadline_s`` in all
     (default: :func:`check_window_s` of this process's age).  ``probe(nvml=...)`` and ``nvml``
-    are replaceable for tests (``nvml=None``: no NVML)."""
+    are replaceable for tests (``nvml=None``: no NVML); the probe reads torch's version from
+    its files, not by importing it (seconds)."""
     start = time.monotonic()
+    if probe is None:
+        probe = functools.partial(probe_host, import_torch=False)
     if deadline_s is None:
         deadline_s = check_window_s(age_s=process_age_s())
     runner = BoundedRunner(timeout_s=command_timeout_s, deadline=start + deadline_s)

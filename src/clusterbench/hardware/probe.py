@@ -260,13 +260,45 @@ def _nvml_versions(nvml: Any) -> dict[str, str]:
     return found
 
 
-def probe_versions(nvml: Any | None) -> dict[str, str]:
-    """Python, torch, CUDA/HIP, NCCL, driver, kernel and clusterbench versions."""
+def _torch_versions_unimported() -> dict[str, str]:
+    """torch's, CUDA's and HIP's versions as ``torch/version.py`` states them, read as text:
+    importing torch takes seconds, more than ``doctor --fast`` may.  No NCCL version (only
+    torch's library knows it)."""
+    import ast
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torch")  # finds the package without importing it
+    except (ImportError, ValueError):
+        return {}
+    if spec is None or spec.origin is None:
+        return {}
+    try:
+        tree = ast.parse((Path(spec.origin).parent / "version.py").read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    stated: dict[str, str] = {}
+    for node in tree.body:
+        target: ast.expr | None = node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        value = getattr(node, "value", None)
+        text = value.value if isinstance(value, ast.Constant) else None
+        if isinstance(target, ast.Name) and isinstance(text, str) and text:
+            stated[target.id] = text
+    found = {"torch": stated.get("__version__"), "cuda": stated.get("cuda"),
+             "hip": stated.get("hip")}  # fmt: skip
+    return {key: value for key, value in found.items() if value}
+
+
+def probe_versions(nvml: Any | None, *, import_torch: bool = True) -> dict[str, str]:
+    """Python, torch, CUDA/HIP, NCCL, driver, kernel and clusterbench versions
+    (``import_torch=False``: torch's from its files, without NCCL's)."""
     versions = {
         "python": platform.python_version(),
         "kernel": platform.release(),
         "clusterbench": _package_version(),
-        **_torch_versions(),
+        **(_torch_versions() if import_torch else _torch_versions_unimported()),
     }
     if nvml is not None:
         versions.update(_nvml_versions(nvml))
@@ -276,8 +308,10 @@ def probe_versions(nvml: Any | None) -> dict[str, str]:
 # ---------------------------------------------------------------------------- host
 
 
-def probe_host(*, root: str | Path = "/", nvml: Any = AUTO) -> HostInfo:
-    """Everything about this host that results.json records."""
+def probe_host(*, root: str | Path = "/", nvml: Any = AUTO, import_torch: bool = True) -> HostInfo:
+    """Everything about this host that results.json records.  ``import_torch=False`` (``doctor
+    --fast``): torch's version from its files, no NCCL version; torch is still imported where
+    NVML cannot list the GPUs or answer their peer access."""
     with nvml_session(nvml) as lib:
         gpus = probe_gpus(lib, root=root)
         topology = Topology()
@@ -285,7 +319,7 @@ def probe_host(*, root: str | Path = "/", nvml: Any = AUTO) -> HostInfo:
             topology = gpu_topology(lib)
         elif gpus:
             topology = torch_topology(len(gpus))
-        versions = probe_versions(lib)
+        versions = probe_versions(lib, import_torch=import_torch)
     return HostInfo(
         hostname=socket.gethostname(),
         gpus=gpus,

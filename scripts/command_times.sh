@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The start-up time of the commands a user types most, on this machine: each a fresh process,
+# REPEATS times (default 5), the median printed last.  Two short runs give compare, report and
+# export a run folder to read.  The package is byte-compiled first, as `pip install` does.
+#
+#   scripts/command_times.sh            # prints "median  min  max  command" rows
+#
+# Needs python3 with torch; wheels for anything else (pydantic, plotly) may be placed in .whl/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$(mktemp -d)}"
+REPEATS="${REPEATS:-5}"
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade \
+    --target /tmp/cb-site .whl/*.whl || exit 1
+  export PYTHONPATH="/tmp/cb-site:${PYTHONPATH:-}"
+fi
+export PYTHONPATH="$PWD/src:${PYTHONPATH:-}"
+python3 -m compileall -q src >/dev/null
+export CLUSTERBENCH_HISTORY="$OUT/history.sqlite"
+A="$OUT/run-a" B="$OUT/run-b"
+python3 -m clusterbench run --only memory,transfer --out "$A" >"$OUT/run-a.log" 2>&1
+python3 -m clusterbench run --only memory,transfer --out "$B" >"$OUT/run-b.log" 2>&1
+echo "runs: exit $? ($A, $B)"
+python3 - "$REPEATS" "$A" "$B" "$OUT" <<'PY' | tee "$OUT/command-times.txt"
+import statistics, subprocess, sys, time
+repeats, a, b, out = int(sys.argv[1]), *sys.argv[2:]
+commands = [
+    ["--help"], ["list"], ["schema"], ["history"], ["compare", a, b], ["report", b, "-o", f"{out}/r.html"],
+    ["export", b, "--format", "csv", "-o", f"{out}/b.csv"], ["launch", "--torchrun", "--nodes", "2", "--gpus-per-node", "8"],
+    ["doctor", "--fast"],
+]
+print(f"{'median':>7} {'min':>6} {'max':>6}  command ({repeats} runs each, wall s)")
+for args in commands:
+    times, codes = [], set()
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        codes.add(subprocess.run([sys.executable, "-m", "clusterbench", *args],
+                                 capture_output=True).returncode)
+        times.append(time.perf_counter() - t0)
+    shown = " ".join(x if "/" not in x else x.rsplit("/", 1)[-1] for x in args)
+    print(f"{statistics.median(times):7.2f} {min(times):6.2f} {max(times):6.2f}  "
+          f"clusterbench {shown} (exit {sorted(codes)})")
+PY
