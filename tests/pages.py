@@ -8,6 +8,7 @@ from typing import Any
 
 from clusterbench.analysis.run import RunAnalysis
 from clusterbench.schema import Results
+from clusterbench.thresholds import Thresholds
 from clusterbench.views.cells import Section
 from clusterbench.views.plots import Plot
 
@@ -27,4 +28,13 @@ def analysis(
         run.sections = list(sections)
     if plots is not None:
         run.plots = plots
+    return run
+
+
+def analysed(results: Results, thresholds: Thresholds | None = None) -> RunAnalysis:
+    """The run a run part is called with (its findings, section, figures): ``results`` judged
+    by ``thresholds`` (default: the run's own)."""
+    run = RunAnalysis(results)
+    if thresholds is not None:
+        run.thresholds = thresholds
     return run

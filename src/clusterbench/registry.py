@@ -26,10 +26,8 @@ sees one round (:func:`clusterbench.schema.one_round`).
 from __future__ import annotations
 
 import importlib
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from clusterbench.benchmarks.budget import BudgetModel
@@ -48,14 +46,12 @@ __all__ = [
     "RunPart",
     "Scope",
     "all_benchmarks",
-    "analyze",
+    "find",
     "get",
     "register",
     "register_run_part",
-    "report_plots",
     "run_parts",
     "suite_benchmarks",
-    "summary_sections",
 ]
 
 Scope = Literal["per_device", "collective", "workload"]
@@ -68,10 +64,14 @@ SectionFn: TypeAlias = "Callable[[list[Measurement], bool], Section]"
 """``section(the benchmark's measurements, multi_host)`` -> its part of the summary."""
 FiguresFn: TypeAlias = "Callable[[list[Measurement], PlotContext], list[Plot]]"
 """``figures(the benchmark's measurements, context)`` -> its plots in the HTML report."""
-RunSectionFn: TypeAlias = "Callable[[Results, Path | None], Section | None]"
-"""``section(results, run folder)`` -> a run part's section (None: nothing to show)."""
-RunFiguresFn: TypeAlias = "Callable[[Results, Path | None], list[Plot] | Mapping[str, list[Plot]]]"
-"""``figures(results, run folder)`` -> a run part's plots, or plots to add to benchmarks'."""
+RunFindingsFn: TypeAlias = "Callable[[Results, Any], list[Finding]]"
+"""``findings(results, run)`` -> a run part's findings: ``results`` the round(s) it judges,
+``run`` the run's one analysis, a :class:`clusterbench.analysis.run.RunAnalysis` (its
+thresholds, its prediction, its folder; named, not imported: the analysis reads the registry)."""
+RunSectionFn: TypeAlias = "Callable[[Results, Any], Section | None]"
+"""``section(results, run)`` -> a run part's section (None: nothing to show)."""
+RunFiguresFn: TypeAlias = "Callable[[Results, Any], list[Plot] | Mapping[str, list[Plot]]]"
+"""``figures(results, run)`` -> a run part's plots, or plots to add to benchmarks'."""
 GENERIC_SECTION = "clusterbench.views.cells:generic_section"
 """The section of a benchmark that names none: its metrics in a table."""
 
@@ -193,13 +193,13 @@ class RunPart:
 
     name: str
     """Its section's and figures' name in the summary and the report."""
-    findings: FindingsFn | str | None = None
-    """``findings(results, thresholds)``."""
+    findings: RunFindingsFn | str | None = None
+    """``findings(results, run)``."""
     section: RunSectionFn | str | None = None
-    """``section(results, run folder)``: None when there is nothing to show."""
+    """``section(results, run)``: None when there is nothing to show."""
     figures: RunFiguresFn | str | None = None
-    """``figures(results, run folder)``: its plots, or a mapping benchmark -> plots to add
-    after that benchmark's own (the telemetry series of each benchmark)."""
+    """``figures(results, run)``: its plots, or a mapping benchmark -> plots to add after
+    that benchmark's own (the telemetry series of each benchmark)."""
     every_round: bool = False
     """A soak's parts see every round; the others one (:func:`~clusterbench.schema.one_round`)."""
 
@@ -254,6 +254,12 @@ def run_parts() -> list[RunPart]:
     return list(_RUN_PARTS.values())
 
 
+def find(name: str) -> Benchmark | None:
+    """The benchmark registered under ``name``, or None."""
+    _builtin()
+    return _REGISTRY.get(name)
+
+
 def get(name: str) -> Benchmark:
     _builtin()
     try:
@@ -273,138 +279,3 @@ def suite_benchmarks(suite: str) -> list[str]:
     """The benchmarks ``suite`` runs, in run order."""
     _builtin()
     return [b.name for b in _REGISTRY.values() if suite in b.suites]
-
-
-def analyze(results: Results, thresholds: Thresholds) -> list[Finding]:
-    """Every benchmark's findings, then every run part's (peer outliers, NCCL's log, the host
-    inventory, ...); fail first, then warn, then info (stable within a severity).  A soak's
-    benchmarks and run parts judge one round (:func:`~clusterbench.schema.one_round`: the last
-    complete one), its drift findings every round."""
-    from clusterbench.schema import SEVERITY_ORDER, one_round
-
-    _builtin()
-    one = one_round(results)
-    findings = []
-    for benchmark in _REGISTRY.values():
-        verdicts = benchmark.verdicts()
-        if verdicts is not None:
-            findings += verdicts(one, thresholds)
-    for part in _RUN_PARTS.values():
-        if part.findings is not None:
-            findings += resolve(part.findings)(results if part.every_round else one, thresholds)
-    return sorted(findings, key=lambda f: SEVERITY_ORDER[f.severity])
-
-
-def _by_benchmark(results: Results) -> dict[str, list[Measurement]]:
-    """Each benchmark's measurements, benchmarks in the order the run measured them."""
-    by_benchmark: dict[str, list[Measurement]] = defaultdict(list)
-    for m in results.measurements:
-        by_benchmark[m.benchmark].append(m)
-    return by_benchmark
-
-
-def _multi_host(results: Results) -> bool:
-    return len({m.host for m in results.measurements}) > 1
-
-
-def summary_sections(results: Results, *, run_dir: Path | None = None) -> list[Section]:
-    """One section per benchmark, in the order the run measured them; then each run part's
-    that has something to show (the prediction's when training and collectives both ran, the
-    placement table when doctor recorded where the ranks ran, the cost at the prices of
-    ``run_dir``'s cost.json, ...).  A soak's benchmark sections show one round
-    (:func:`~clusterbench.schema.one_round`), its own section every round."""
-    from clusterbench.schema import one_round
-
-    _builtin()
-    one = one_round(results)
-    by_benchmark = _by_benchmark(one)
-    multi_host = _multi_host(one)
-    sections = []
-    for name, ms in by_benchmark.items():
-        held = _REGISTRY.get(name)
-        section = (held.summary() if held is not None else resolve(GENERIC_SECTION))(ms, multi_host)
-        section.benchmark = name
-        sections.append(section)
-    for part in _RUN_PARTS.values():
-        if part.section is not None:
-            made = resolve(part.section)(results if part.every_round else one, run_dir)
-            if made is not None:
-                sections.append(made)
-    return sections
-
-
-def _draw_or_say_why(name: str, draw: Callable[..., Iterable[Plot]], *args: Any) -> list[Plot]:
-    """``draw(*args)``'s plots; one that raises gets one plot with no data whose note says what
-    went wrong (the page shows such a plot as that line alone)."""
-    try:
-        return list(draw(*args))
-    except Exception as exc:  # one benchmark's drawing must not lose the whole report
-        return _plot_saying_why(name, exc)
-
-
-def _plot_saying_why(name: str, exc: Exception) -> list[Plot]:
-    from clusterbench.views.plots import Plot
-
-    reason = " ".join(str(exc).split())[:300] or "no message"
-    note = f"the plots of {name} could not be drawn: {type(exc).__name__}: {reason}"
-    return [Plot(title=f"{name}: plots not drawn", figure={}, notes=[note])]
-
-
-def report_plots(
-    results: Results, *, base: Results | None = None, run_dir: Path | None = None
-) -> dict[str, list[Plot]]:
-    """Each benchmark's plots for the HTML report (benchmarks without ``figures`` left out),
-    then each run part's.
-
-    ``base``: the base run of a comparison, whose measurements of the same benchmark each
-    ``figures`` gets in :attr:`PlotContext.base`.  A ``figures`` that raises costs its benchmark
-    its plots, not the report: it gets one plot with no data whose note says what went wrong
-    (the page shows such a plot as that line alone).  A run part's plots come under its name,
-    or, where it gives a mapping, after each named benchmark's own (the telemetry series).
-    The benchmarks' plots of a soak draw one round, as their sections do.  ``run_dir``: the run
-    folder (the telemetry series, the prices in cost.json).
-    """
-    from clusterbench.schema import one_round
-    from clusterbench.thresholds import run_thresholds
-    from clusterbench.views.plots import PlotContext
-
-    _builtin()
-    full, results = results, one_round(results)
-    base_by_benchmark = _by_benchmark(one_round(base)) if base is not None else None
-    multi_host = _multi_host(results)
-    thresholds = run_thresholds(results)
-    plots: dict[str, list[Plot]] = {}
-    for name, ms in _by_benchmark(results).items():
-        held = _REGISTRY.get(name)
-        draw = held.plots() if held is not None else None
-        if draw is None:
-            continue
-        ctx = PlotContext(
-            multi_host=multi_host,
-            thresholds=thresholds,
-            base=None if base_by_benchmark is None else base_by_benchmark.get(name, []),
-        )
-        plots[name] = _draw_or_say_why(name, draw, ms, ctx)
-    for part in _RUN_PARTS.values():
-        if part.figures is None:
-            continue
-        seen = full if part.every_round else results
-        drawn = _draw_run_part(part.name, resolve(part.figures), seen, run_dir)
-        if isinstance(drawn, list):
-            if drawn:
-                plots[part.name] = drawn
-            continue
-        for name, more in drawn.items():
-            plots[name] = plots.get(name, []) + more
-    return plots
-
-
-def _draw_run_part(
-    name: str, draw: RunFiguresFn, results: Results, run_dir: Path | None
-) -> list[Plot] | Mapping[str, list[Plot]]:
-    """A run part's plots, as :func:`_drawn` guards a benchmark's."""
-    try:
-        drawn = draw(results, run_dir)
-    except Exception as exc:  # one part's drawing must not lose the whole report
-        return _plot_saying_why(name, exc)
-    return drawn if isinstance(drawn, Mapping) else list(drawn)

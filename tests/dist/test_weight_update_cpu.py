@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from clusterbench.analysis.run import report_plots, summary_sections
 from clusterbench import catalog, registry
 from clusterbench.benchmarks.weight_update.optimizers import LAYOUTS, OPTIMIZERS
 from clusterbench.schema import Results
@@ -65,8 +66,8 @@ def test_the_share_of_hbm_is_found_against_the_memory_copy(results: Results) -> 
 
 def test_the_summary_and_the_figure(results: Results) -> None:
     ms = [m for m in results.measurements if m.benchmark == "weight_update"]
-    (section,) = [s for s in registry.summary_sections(results) if s.benchmark == "weight_update"]
+    (section,) = [s for s in summary_sections(results) if s.benchmark == "weight_update"]
     assert len(section.rows) == len(OPTIMIZERS) * len(LAYOUTS)
-    (plot,) = registry.report_plots(results)["weight_update"]
+    (plot,) = report_plots(results)["weight_update"]
     check_figure(plot, ms)
     assert [t["name"] for t in traces(plot, "measurement")] == list(LAYOUTS)

@@ -24,7 +24,8 @@ from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-from clusterbench import catalog, registry
+from clusterbench import catalog
+from clusterbench.analysis.run import analyze, report_plots, summary_sections
 from clusterbench.pipeline.finish import REPORT_FILE
 from clusterbench.report.html import render_html
 from clusterbench.schema import Results, load_results
@@ -157,7 +158,7 @@ def assert_sound(opened: Opened, html: str) -> None:
 def as_json(plots: dict[str, list[Plot]], results: Results) -> list[dict[str, Any]]:
     """The figures as the page must carry them (benchmark, title, data, layout), in the order
     of the run's sections, as plain JSON."""
-    order = [s.benchmark for s in registry.summary_sections(results)]
+    order = [s.benchmark for s in summary_sections(results)]
     order += [name for name in plots if name not in order]
     figures = [
         {
@@ -225,7 +226,7 @@ def test_the_report_of_a_real_run_in_chromium(cpu_run: Path, chromium: webdriver
     page = cpu_run / REPORT_FILE
     html = page.read_text(encoding="utf-8")
     results = load_results(cpu_run)
-    expected = registry.report_plots(results)
+    expected = report_plots(results)
     assert sum(len(ps) for ps in expected.values()) > 0
     opened = open_page(chromium, page)
     assert_sound(opened, html)
@@ -246,7 +247,7 @@ def test_a_real_run_with_figures_of_every_kind(
     results = load_results(cpu_run)
     raw = json.loads((cpu_run / "results.json").read_text(encoding="utf-8"))
     own = own_figures(results)
-    plots = _merged(registry.report_plots(results), own)
+    plots = _merged(report_plots(results), own)
     page = tmp_path / "report.html"
     html = render_html(analysis(results, plots=plots))
     page.write_text(html, encoding="utf-8")
@@ -262,7 +263,7 @@ def test_a_synthetic_multi_node_run_in_chromium(chromium: webdriver.Chrome, tmp_
     path.write_text(results.model_dump_json(), encoding="utf-8")
     raw = json.loads(path.read_text(encoding="utf-8"))
     own = own_figures(results)
-    plots = _merged(registry.report_plots(results), own)
+    plots = _merged(report_plots(results), own)
     html = render_html(analysis(results, plots=plots))
     page = tmp_path / "report.html"
     page.write_text(html, encoding="utf-8")
@@ -291,7 +292,7 @@ def test_the_prediction_curves_in_chromium(chromium: webdriver.Chrome, tmp_path:
     """A run of 2 nodes with training and collectives: the prediction's two plots (lines,
     filled bands, markers on a log axis) draw, with the data the prediction computed."""
     results = run_of(num_nodes=2)
-    plots = registry.report_plots(results)
+    plots = report_plots(results)
     assert [p.title for p in plots["prediction"]] == [
         "Predicted weak-scaling efficiency of 1.3b (8 GPUs per node, 1,277 Gb/s per node)",
         "Step time of 1.3b: measured, validated and predicted",
@@ -319,7 +320,7 @@ def test_the_telemetry_figure_in_chromium(chromium: webdriver.Chrome, tmp_path: 
     _, (first, _), window = sampled(tmp_path)
     assert first is not None
     results = results_of(first, window)
-    plots = registry.report_plots(results, run_dir=tmp_path)
+    plots = report_plots(results, run_dir=tmp_path)
     html = render_html(analysis(results, plots=plots))
     page = tmp_path / "report.html"
     page.write_text(html, encoding="utf-8")
@@ -344,7 +345,7 @@ def test_what_to_change_is_a_visible_table_above_the_hardware(
     results = run_of(num_nodes=2)
     results.measurements += default() + rows_of(TREE_LL, repeats(70.0, n=7))
     # at 85% the bandwidth to provision is within eight 800G NICs, so it is advice
-    results.findings = registry.analyze(results, Thresholds(prediction_target_efficiency=0.85))
+    results.findings = analyze(results, Thresholds(prediction_target_efficiency=0.85))
     page = tmp_path / "report.html"
     page.write_text(render_html(analysis(results, plots={})), encoding="utf-8")
     open_page(chromium, page)

@@ -20,6 +20,7 @@ from clusterbench.benchmarks.dataloader import findings as dataloader
 from clusterbench.benchmarks.weight_update import findings as weight_update
 from clusterbench.schema import Finding, Measurement, ParamValue, Results, RunInfo, Stats, ToolInfo
 from clusterbench.thresholds import Thresholds
+from tests.pages import analysed
 from tests.prediction_runs import model_steps, run_of
 from tests.unit.test_attribution_accum import results_of as accum_results
 from tests.unit.test_attribution_accum import sweep as accum_sweep
@@ -206,7 +207,9 @@ def test_flat_idle_is_no_advice() -> None:
 
 
 def scaling(r: Results, target: float = 0.9) -> Finding:
-    found = prediction_findings.findings(r, Thresholds(prediction_target_efficiency=target))
+    found = prediction_findings.findings(
+        r, analysed(r, Thresholds(prediction_target_efficiency=target))
+    )
     return only(found, "prediction.scaling")
 
 
@@ -239,7 +242,10 @@ def test_no_predicted_advice_without_a_measured_error_below_the_gain() -> None:
 
 
 def test_placement_fixes_are_topology_advice_named_once() -> None:
-    found = placement.findings(_results(_layout(2, 4, interleaved=True)), Thresholds())
+    found = placement.findings(
+        _results(_layout(2, 4, interleaved=True)),
+        analysed(_results(_layout(2, 4, interleaved=True)), Thresholds()),
+    )
     order = only(found, "placement.rank_order")
     a = advised(order)
     assert (a.change, a.gain, a.basis) == (order.fix, None, "topology")
@@ -248,7 +254,10 @@ def test_placement_fixes_are_topology_advice_named_once() -> None:
 
 
 def test_a_block_layout_gives_no_placement_advice() -> None:
-    found = placement.findings(_results(_layout(2, 4, interleaved=False)), Thresholds())
+    found = placement.findings(
+        _results(_layout(2, 4, interleaved=False)),
+        analysed(_results(_layout(2, 4, interleaved=False)), Thresholds()),
+    )
     assert collect_advice(found) == []
 
 
@@ -256,7 +265,7 @@ def test_the_numa_binding_is_topology_advice_with_its_cost() -> None:
     rows = [_row(r, 0, r, gpu=r, gpu_numa_node=r // 2, cpus="32-63", cpu_numa_nodes=[1])
             for r in range(4)]  # fmt: skip
     r = _results(rows, hosts=[_two_numa_host()], findings=[_affinity_finding("node0", 0)])
-    layout = only(placement.findings(r, Thresholds()), "placement.layout")
+    layout = only(placement.findings(r, analysed(r, Thresholds())), "placement.layout")
     a = advised(layout)
     assert layout.fix.startswith(a.change + " [cost ") and a.basis == "topology"
     assert "NUMA cost not measured in this run" in a.evidence

@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from clusterbench.analysis.run import analyze
 from clusterbench.benchmarks.collectives import CollectivesConfig
 from clusterbench.benchmarks.collectives.facts import (
     OPS,
@@ -32,7 +33,6 @@ from clusterbench.benchmarks.collectives.groups import (
 from clusterbench.benchmarks.collectives.ops import make_op
 from clusterbench.benchmarks.collectives.section import collective_grids
 from clusterbench.config import ConfigError, Thresholds, build_run_config
-from clusterbench.registry import analyze
 from clusterbench.schema import (
     GpuInfo,
     GpuSpecRef,

@@ -11,7 +11,7 @@ import re
 import pytest
 from rich.console import Console
 
-from clusterbench import registry
+from clusterbench.analysis.run import summary_sections
 from clusterbench.benchmarks.collectives.section import collective_grids
 from clusterbench.report.console import fold_constant_columns, render_summary
 from clusterbench.report.markdown import render_markdown
@@ -221,7 +221,7 @@ def test_every_header_is_whole_at_80_columns() -> None:
     assert "…" not in out
     assert max(len(line) for line in out.splitlines()) <= 80
     lines = out.splitlines()
-    for section in registry.summary_sections(res):
+    for section in summary_sections(res):
         headers = [rows_layout(section).header] if section.rows else []
         headers += [fold_constant_columns(g)[0] for g in section.grids]
         for header in headers:
@@ -346,7 +346,7 @@ def test_rows_layout_keeps_differing_counts_as_a_column() -> None:
             for x in collectives()
         ),
     ]
-    section: Section = registry.summary_sections(results(ms))[0]
+    section: Section = summary_sections(results(ms))[0]
     layout = rows_layout(section)
     assert "ranks" in layout.header and layout.title == "collectives · best of 1 MiB–16 MiB"
     assert {layout.cells(r)[layout.header.index("ranks")] for r in section.rows} == {"2", "8"}

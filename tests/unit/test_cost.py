@@ -31,6 +31,7 @@ from clusterbench.analysis.cost_prices import (
     offers_from_table,
     parse_amount,
 )
+from clusterbench.analysis.run import summary_sections
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T
 from clusterbench.cli import app
 from clusterbench.metrics import Metric
@@ -389,14 +390,13 @@ def test_no_price_invents_nothing_and_says_which_flags(tmp_path: Path) -> None:
 
 
 def test_the_run_summary_names_the_flags_without_prices() -> None:
-    from clusterbench import registry
 
-    sections = registry.summary_sections(training_run({1: 1000.0, 8: 800.0}))
+    sections = summary_sections(training_run({1: 1000.0, 8: 800.0}))
     [cost] = [s for s in sections if s.benchmark == "cost"]
     assert cost.grids[-1].title.startswith("cost: no prices given")
     assert any("--gpu-hour" in row[0] for row in cost.grids[-1].rows)
     empty = training_run({1: 1000.0}).model_copy(update={"measurements": []})
-    assert all(s.benchmark != "cost" for s in registry.summary_sections(empty))
+    assert all(s.benchmark != "cost" for s in summary_sections(empty))
 
 
 def test_json_has_no_nan(tmp_path: Path) -> None:

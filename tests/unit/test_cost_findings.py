@@ -12,13 +12,13 @@ from pathlib import Path
 import plotly.graph_objects as go
 import pytest
 
-from clusterbench import registry
 from clusterbench.analysis.advice import advice_evidence
 from clusterbench.analysis.cost import CostTable, cost_table
 from clusterbench.analysis.cost_export import cost_measurements, with_cost
 from clusterbench.analysis.cost_findings import PricedFinding
 from clusterbench.analysis.cost_prices import CloudOffer, CostRequest, OnPremOffer
 from clusterbench.analysis.prediction import predict
+from clusterbench.analysis.run import report_plots, summary_sections
 from clusterbench.benchmarks.attribution import AttributionMetrics as A
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T
 from clusterbench.benchmarks.weight_update import WeightUpdateMetrics as W
@@ -260,11 +260,11 @@ def test_the_kept_prices_price_the_summary_report_and_exports(tmp_path: Path) ->
     request = cost_section.read_request(folder)
     assert request is not None and [o.name for o in request.offers] == ["cloud", "on-prem"]
     table = cost_table(r, request)
-    [section] = [s for s in registry.summary_sections(r, run_dir=folder) if s.benchmark == "cost"]
+    [section] = [s for s in summary_sections(r, run_dir=folder) if s.benchmark == "cost"]
     titles = [g.title for g in section.grids]
     assert any(t.startswith("cost: cloud against on-prem") for t in titles)
     assert any(t.startswith("cost: the price of each finding") for t in titles)
-    plots = registry.report_plots(r, run_dir=folder)["cost"]
+    plots = report_plots(r, run_dir=folder)["cost"]
     for plot in plots:
         go.Figure(plot.figure)  # valid by plotly's schema
         for key in ("xaxis", "yaxis"):
@@ -292,7 +292,7 @@ def test_the_kept_prices_price_the_summary_report_and_exports(tmp_path: Path) ->
 def test_a_broken_cost_json_costs_the_summary_nothing(tmp_path: Path) -> None:
     folder, r = _priced_run(tmp_path)
     (folder / cost_section.COST_FILE).write_text("{not json", encoding="utf-8")
-    [section] = [s for s in registry.summary_sections(r, run_dir=folder) if s.benchmark == "cost"]
+    [section] = [s for s in summary_sections(r, run_dir=folder) if s.benchmark == "cost"]
     assert (
         section.grids[0].title == "cost: not computed"
         and "cost.json" in section.grids[0].rows[0][0]

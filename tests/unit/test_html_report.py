@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from clusterbench import catalog, load_results, registry
+from clusterbench.analysis.run import report_plots, summary_sections
 from clusterbench.cli import app
 from clusterbench.config import build_run_config
 from clusterbench.pipeline.finish import REPORT_FILE, finish, write_partial, write_results
@@ -132,7 +133,7 @@ def test_every_text_is_escaped() -> None:
 
 
 def test_tables_sort_by_the_numbers_they_show(small: Results) -> None:
-    sections = registry.summary_sections(small)
+    sections = summary_sections(small)
     page = parse_page(render_html(analysis(small, sections, {})))
     assert page.tables and all("sortable" in t.classes for t in page.tables)
     gemm = next(s for s in sections if s.benchmark == "gemm")
@@ -218,7 +219,7 @@ def test_figures_that_raise_cost_their_benchmark_a_note_not_the_report(
         monkeypatch.setitem(
             registry._REGISTRY, name, dataclasses.replace(registry.get(name), figures=fn)
         )
-    plots = registry.report_plots(small)
+    plots = report_plots(small)
     (note,) = plots["gemm"]
     assert note.notes == [
         "the plots of gemm could not be drawn: RuntimeError: no size_bytes second line"
@@ -244,9 +245,9 @@ def test_report_plots_give_each_figure_its_measurements_and_the_base(
     monkeypatch.setitem(
         registry._REGISTRY, "gemm", dataclasses.replace(registry.get("gemm"), figures=record)
     )
-    registry.report_plots(small)
+    report_plots(small)
     base = cluster_results(num_hosts=2, gpus_per_host=1, seed=3)
-    registry.report_plots(small, base=base)
+    report_plots(small, base=base)
     (ms, ctx), (_, with_base) = seen
     assert ms == [m for m in small.measurements if m.benchmark == "gemm"]
     assert ctx.multi_host and ctx.base is None
@@ -271,12 +272,12 @@ def test_a_64_node_run_renders_whole() -> None:
     node-pair matrix are in the page, which references nothing outside itself."""
     big = cluster_results()
     assert len(big.measurements) > 30_000
-    plots = registry.report_plots(big)
+    plots = report_plots(big)
     for name, extra in own_figures(big).items():
         plots[name] = [*plots.get(name, []), *extra]
     html = page_of(big, plots)
     page = parse_page(html)
-    assert {f"b-{s.benchmark}" for s in registry.summary_sections(big)} <= page.ids()
+    assert {f"b-{s.benchmark}" for s in summary_sections(big)} <= page.ids()
     drawn = [p for ps in plots.values() for p in ps if p.figure.get("data")]
     assert len(page.blob["figures"]) == len(drawn) == len(page.plot_ids)
     heat = next(
@@ -285,7 +286,7 @@ def test_a_64_node_run_renders_whole() -> None:
     expected = heatmap("x", [m for m in big.measurements if m.metric == "tcp_throughput"])
     assert heat["data"][0]["z"] == expected.figure["data"][0]["z"]
     assert len(heat["data"][0]["z"]) == 64 and heat["data"][0]["z"][0][0] is None
-    network = next(s for s in registry.summary_sections(big) if s.benchmark == "network")
+    network = next(s for s in summary_sections(big) if s.benchmark == "network")
     tcp = page.table_titled(matrix_title(network.matrices[0]))
     assert len(tcp.rows) == 64 and len(tcp.header) == 65
     slow = "gpu-node-016"

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from clusterbench.analysis.nccl import nccl_findings
 from clusterbench.schema import GpuInfo, HostInfo, NcclRankInfo, Results, RunInfo, ToolInfo
+from tests.pages import analysed
 
 
 def _results(transports: dict[str, int], num_gpus: int = 2) -> Results:
@@ -17,7 +18,7 @@ def _results(transports: dict[str, int], num_gpus: int = 2) -> Results:
 
 
 def test_p2p_is_only_reported() -> None:
-    findings = nccl_findings(_results({"P2P": 24}))
+    findings = nccl_findings(_results({"P2P": 24}), analysed(_results({"P2P": 24})))
     assert [f.id for f in findings] == ["nccl.transport"]
     assert "P2P on 24 channel(s)" in findings[0].message
     assert "AllReduce: RING/SIMPLE" in findings[0].message
@@ -25,12 +26,14 @@ def test_p2p_is_only_reported() -> None:
 
 def test_sockets_or_shm_between_local_gpus_warn() -> None:
     for transports in ({"NET/Socket": 4}, {"SHM": 2}):
-        findings = nccl_findings(_results(transports))
+        findings = nccl_findings(_results(transports), analysed(_results(transports)))
         warn = [f for f in findings if f.severity == "warn"]
         assert [f.id for f in warn] == ["nccl.no_p2p"]
         assert "NCCL_P2P_DISABLE" in warn[0].fix
 
 
 def test_single_gpu_host_is_not_warned() -> None:
-    findings = nccl_findings(_results({"NET/IB": 4}, num_gpus=1))
+    findings = nccl_findings(
+        _results({"NET/IB": 4}, num_gpus=1), analysed(_results({"NET/IB": 4}, num_gpus=1))
+    )
     assert [(f.id, f.severity) for f in findings] == [("nccl.transport", "info")]

@@ -16,8 +16,8 @@ from clusterbench.analysis.outliers import (
     repeat_cv,
     robust_zscores,
 )
+from clusterbench.analysis.run import analyze
 from clusterbench.metrics import better_direction, declared_sets
-from clusterbench.registry import analyze
 from clusterbench.schema import (
     Finding,
     Measurement,

@@ -12,11 +12,12 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from clusterbench import catalog, registry
+from clusterbench import catalog
 from clusterbench.analysis.advice import ADVICE_KEY, advice_of
 from clusterbench.analysis.partition import analyse
 from clusterbench.analysis.partition_findings import partition_finding
 from clusterbench.analysis.prediction import predict
+from clusterbench.analysis.run import report_plots, summary_sections
 from clusterbench.analysis.scaling_model import Links, Workload, predict_step
 from clusterbench.benchmarks.training import findings as training
 from clusterbench.benchmarks.training.figures import partition_figures
@@ -24,6 +25,7 @@ from clusterbench.benchmarks.training.section import PARTITION, partition_sectio
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T
 from clusterbench.schema import Measurement, ParamValue, Results, RunInfo, Stats, ToolInfo
 from clusterbench.thresholds import Thresholds
+from tests.pages import analysed
 from tests.prediction_runs import GRAD_BYTES, run_of
 
 catalog.register_builtin()
@@ -201,10 +203,10 @@ def test_without_the_links_nothing_is_predicted_and_the_note_says_why() -> None:
 
 def test_the_section_ranks_the_candidates_and_marks_the_default() -> None:
     results, _ = run_with_partition()
-    sections = registry.summary_sections(results)
+    sections = summary_sections(results)
     names = [s.benchmark for s in sections]
     assert names.index(PARTITION) == names.index("prediction") + 1
-    section = partition_section(results)
+    section = partition_section(results, analysed(results))
     assert section is not None
     table, check = section.grids[:2]
     assert table.title.startswith("training partition of the global batch 64 (1.3b ddp)")
@@ -221,7 +223,7 @@ def test_the_section_ranks_the_candidates_and_marks_the_default() -> None:
 
 def test_the_figure_draws_measured_bars_as_measured_and_predicted_ones_hatched() -> None:
     results, _ = run_with_partition()
-    [plot] = partition_figures(results)
+    [plot] = partition_figures(results, analysed(results))
     go.Figure(plot.figure)  # valid by plotly's schema
     measured, predicted = plot.figure["data"]
     assert measured["meta"] == "measurement" and predicted["meta"] == "prediction"
@@ -235,8 +237,10 @@ def test_the_figure_draws_measured_bars_as_measured_and_predicted_ones_hatched()
     assert predicted["error_y"]["array"] == [r.high_ms - r.time_ms for r in rows]  # type: ignore[operator]
     assert plot.figure["layout"]["yaxis"]["title"]["text"] == "time to batch (ms)"
     assert " ms" in measured["hovertemplate"] and " ms" in predicted["hovertemplate"]
-    assert registry.report_plots(results)[PARTITION][0].title == plot.title
-    assert partition_figures(run_of(num_nodes=1)) == []  # no search, no figure
+    assert report_plots(results)[PARTITION][0].title == plot.title
+    assert (
+        partition_figures(run_of(num_nodes=1), analysed(run_of(num_nodes=1))) == []
+    )  # no search, no figure
 
 
 def test_a_default_that_did_not_run_leaves_nothing_to_recommend() -> None:

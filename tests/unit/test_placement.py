@@ -36,6 +36,7 @@ from clusterbench.schema import (
     Topology,
 )
 from clusterbench.thresholds import Thresholds
+from tests.pages import analysed
 
 # ----------------------------------------------------------------------------- synthetic runs
 
@@ -87,7 +88,7 @@ def _results(
 
 
 def _ids(results: Results) -> dict[str, Finding]:
-    found = placement.findings(results, Thresholds())
+    found = placement.findings(results, analysed(results, Thresholds()))
     assert len({f.id for f in found}) == len(found), [f.id for f in found]  # one id, one verdict
     return {f.id: f for f in found}
 
@@ -388,24 +389,30 @@ def test_doctor_records_each_ranks_facts_on_a_fake_node(tmp_path: Path) -> None:
 
 def test_outside_a_run_there_is_nothing_to_place() -> None:
     assert check_placement(Sources(host=HostInfo(hostname="n0"))) == []
-    assert placement.findings(_results([]), Thresholds()) == []
+    assert placement.findings(_results([]), analysed(_results([]), Thresholds())) == []
 
 
 # ----------------------------------------------------------------------------- the table
 
 
 def test_placement_table_one_row_per_rank_then_per_node() -> None:
-    small = section(_results(_layout(2, 2, interleaved=True, gpu=0, nic="mlx5_0", nic_numa_node=0)))
+    small = section(
+        _results(_layout(2, 2, interleaved=True, gpu=0, nic="mlx5_0", nic_numa_node=0)),
+        analysed(_results(_layout(2, 2, interleaved=True, gpu=0, nic="mlx5_0", nic_numa_node=0))),
+    )
     assert small is not None
     [grid] = small.grids
     assert [row[:3] for row in grid.rows] == [("0", "node0", "0"), ("1", "node1", "0"),
                                               ("2", "node0", "1"), ("3", "node1", "1")]  # fmt: skip
     assert grid.rows[0][7] == "mlx5_0 (0)"
-    big = section(_results(_layout(2, MAX_RANK_ROWS, interleaved=False)))
+    big = section(
+        _results(_layout(2, MAX_RANK_ROWS, interleaved=False)),
+        analysed(_results(_layout(2, MAX_RANK_ROWS, interleaved=False))),
+    )
     assert big is not None
     assert [row[:3] for row in big.grids[0].rows] == [("0-15", "node0", "0-15"),
                                                       ("16-31", "node1", "0-15")]  # fmt: skip
-    assert section(_results([])) is None
+    assert section(_results([]), analysed(_results([]))) is None
 
 
 # ----------------------------------------------------------------------------- the CPU copy

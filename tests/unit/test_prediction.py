@@ -17,6 +17,7 @@ from clusterbench.analysis.prediction_inputs import (
     ASSUMED_INTRA_ALPHA_S,
     DEFAULT_NIC_GBPS,
 )
+from clusterbench.analysis.run import analyze
 from clusterbench.analysis.scaling_model import (
     Links,
     Workload,
@@ -28,9 +29,9 @@ from clusterbench.analysis.scaling_model import (
 )
 from clusterbench.benchmarks.training.decoder import Decoder
 from clusterbench.benchmarks.training.shapes import DECODER_PRESETS
-from clusterbench.registry import analyze
 from clusterbench.report.sections.prediction import predictions_grid
 from clusterbench.thresholds import Thresholds
+from tests.pages import analysed
 from tests.prediction_runs import COMPUTE_S, GRAD_BYTES, INTER, INTRA, model_steps, run_of
 
 # --- links ------------------------------------------------------------------------------------
@@ -252,7 +253,7 @@ def test_the_scaling_finding_states_the_share_and_the_bandwidth_needed() -> None
     r = run_of(num_nodes=2)
     p = predict(r, target=0.85)
     [scaling, check] = prediction_findings.findings(
-        r, Thresholds(prediction_target_efficiency=0.85)
+        r, analysed(r, Thresholds(prediction_target_efficiency=0.85))
     )
     row = {(x.world_size, x.strategy): x for x in p.rows}
     at256, at1024 = row[256, "ddp"], row[1024, "ddp"]
@@ -275,10 +276,14 @@ def test_the_scaling_finding_states_the_share_and_the_bandwidth_needed() -> None
         f"Scaling model fitted on 1–2 GPUs, predicted 4, 8 and 16: error {', '.join(signed)}"
     )
     # a lower target is met: info
-    [easy, _] = prediction_findings.findings(r, Thresholds(prediction_target_efficiency=0.7))
+    [easy, _] = prediction_findings.findings(
+        r, analysed(r, Thresholds(prediction_target_efficiency=0.7))
+    )
     assert easy.severity == "info"
     # the same on CPU workers is stated, never judged
-    [cpu, _] = prediction_findings.findings(run_of(num_nodes=2, cpu=True), Thresholds())
+    [cpu, _] = prediction_findings.findings(
+        run_of(num_nodes=2, cpu=True), analysed(run_of(num_nodes=2, cpu=True), Thresholds())
+    )
     assert cpu.severity == "info" and "At 256 ranks" in cpu.message
 
 
@@ -289,7 +294,9 @@ def test_a_warning_that_rests_on_an_assumed_link_is_a_note_saying_what_to_measur
     r = run_of(num_nodes=1, gpus_per_node=8, nics=8, nic_gbps=100.0)
     p = predict(r, target=0.85)
     assert p.inter.kind == "assumed" and p.rows[-1].step.efficiency < 0.85
-    [scaling, _] = prediction_findings.findings(r, Thresholds(prediction_target_efficiency=0.85))
+    [scaling, _] = prediction_findings.findings(
+        r, analysed(r, Thresholds(prediction_target_efficiency=0.85))
+    )
     assert scaling.severity == "info"
     assert scaling.fix.startswith(
         "Measure first: the inter-node link this rests on was assumed; run the collectives "
@@ -297,7 +304,8 @@ def test_a_warning_that_rests_on_an_assumed_link_is_a_note_saying_what_to_measur
     )
     # measured across 2 nodes, the same shortfall warns
     [measured, _] = prediction_findings.findings(
-        run_of(num_nodes=2), Thresholds(prediction_target_efficiency=0.85)
+        run_of(num_nodes=2),
+        analysed(run_of(num_nodes=2), Thresholds(prediction_target_efficiency=0.85)),
     )
     assert measured.severity == "warn" and not measured.fix.startswith("Measure first")
 
@@ -309,7 +317,7 @@ def test_a_need_beyond_any_nic_is_said_so_and_not_advised() -> None:
     at256, at1024 = row[256, "ddp"], row[1024, "ddp"]
     assert at256.needed_gbps is not None and at256.needed_gbps > NIC_CEILING_GBPS
     assert at256.beyond_nics and at1024.beyond_nics
-    [scaling, _] = prediction_findings.findings(r, Thresholds())
+    [scaling, _] = prediction_findings.findings(r, analysed(r, Thresholds()))
     assert (
         f"it would need {at256.needed_gbps:,.0f} Gb/s per node to stay above 90%, beyond any "
         "NIC today (8 x 800 Gb/s = 6,400)" in scaling.message
@@ -326,15 +334,18 @@ def test_a_need_beyond_any_nic_is_said_so_and_not_advised() -> None:
 def test_findings_only_when_training_and_collectives_ran() -> None:
     r = run_of(num_nodes=1, collectives=False)
     r.run.benchmarks = ["training", "attribution"]
-    assert not applies(r) and prediction_findings.findings(r, Thresholds()) == []
+    assert not applies(r) and prediction_findings.findings(r, analysed(r, Thresholds())) == []
     ids = [f.id for f in analyze(run_of(num_nodes=1), Thresholds())]
     assert ids.count("prediction.scaling") == 1 and ids.count("prediction.validation") == 1
     # tp: no prediction, said in one finding
-    [why] = prediction_findings.findings(run_of(num_nodes=1, strategy="tp"), Thresholds())
+    [why] = prediction_findings.findings(
+        run_of(num_nodes=1, strategy="tp"),
+        analysed(run_of(num_nodes=1, strategy="tp"), Thresholds()),
+    )
     assert why.severity == "info" and "No scaling prediction: strategy tp" in why.message
     # one GPU: the check waits
     one = run_of(num_nodes=1, gpus_per_node=1, collectives=False)
-    [_, waits] = prediction_findings.findings(one, Thresholds())
+    [_, waits] = prediction_findings.findings(one, analysed(one, Thresholds()))
     assert "the 1→2 check waits for two GPUs" in waits.message
 
 

@@ -11,8 +11,9 @@ from typing import Any
 import plotly.graph_objects as go
 import pytest
 
-from clusterbench import catalog, registry
+from clusterbench import catalog
 from clusterbench.analysis.prediction import predict
+from clusterbench.analysis.run import report_plots, summary_sections
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T
 from clusterbench.report.figures import prediction as prediction_figures
 from clusterbench.report.html import render_html
@@ -20,7 +21,7 @@ from clusterbench.report.markdown import render_markdown
 from clusterbench.report.sections import prediction as prediction_section
 from clusterbench.views.plots import Plot
 from tests.html_page import parse_page
-from tests.pages import analysis
+from tests.pages import analysed, analysis
 from tests.prediction_runs import run_of
 
 catalog.register_builtin()
@@ -32,7 +33,7 @@ def traces(plot: Plot, meta: str | None = None) -> list[dict[str, Any]]:
 
 def test_the_section_comes_after_the_benchmarks_with_its_tables() -> None:
     r = run_of(num_nodes=2, strategy="fsdp2")
-    sections = registry.summary_sections(r)
+    sections = summary_sections(r)
     assert [s.benchmark for s in sections] == ["training", "collectives", "attribution",
                                                "prediction"]  # fmt: skip
     grids = {g.title.split(",")[0]: g for g in sections[-1].grids}
@@ -57,7 +58,7 @@ def test_the_section_comes_after_the_benchmarks_with_its_tables() -> None:
 
 def test_assumed_rows_are_marked_and_the_assumptions_listed() -> None:
     r = run_of(num_nodes=1, gpus_per_node=1, collectives=False, overlap_pairs=None)
-    section = prediction_section.section(r)
+    section = prediction_section.section(r, analysed(r))
     assert section is not None
     table, validation, _, _, assumed = section.grids
     assert all(row[0].endswith("*") for row in table.rows)
@@ -71,18 +72,25 @@ def test_assumed_rows_are_marked_and_the_assumptions_listed() -> None:
 def test_no_section_without_collectives_and_a_reason_without_a_prediction() -> None:
     r = run_of(num_nodes=1, collectives=False)
     r.run.benchmarks = ["training"]
-    assert prediction_section.section(r) is None
-    assert "prediction" not in registry.report_plots(r)
-    tp = prediction_section.section(run_of(num_nodes=1, strategy="tp"))
+    assert prediction_section.section(r, analysed(r)) is None
+    assert "prediction" not in report_plots(r)
+    tp = prediction_section.section(
+        run_of(num_nodes=1, strategy="tp"), analysed(run_of(num_nodes=1, strategy="tp"))
+    )
     assert tp is not None and tp.grids[0].title == "prediction: not made"
     assert "tensor or pipeline" in tp.grids[0].rows[0][0]
-    assert prediction_figures.figures(run_of(num_nodes=1, strategy="tp")) == []
+    assert (
+        prediction_figures.figures(
+            run_of(num_nodes=1, strategy="tp"), analysed(run_of(num_nodes=1, strategy="tp"))
+        )
+        == []
+    )
 
 
 def test_the_curves_draw_the_measurements_and_the_prediction() -> None:
     r = run_of(num_nodes=2)
     p = predict(r)
-    efficiency, step = registry.report_plots(r)["prediction"]
+    efficiency, step = report_plots(r)["prediction"]
     for plot in (efficiency, step):
         go.Figure(plot.figure)  # valid by plotly's schema
         assert json.loads(json.dumps(plot.figure, allow_nan=False)) == plot.figure
@@ -121,21 +129,21 @@ def test_the_curves_draw_the_measurements_and_the_prediction() -> None:
     assert check["x"] == [4, 8, 16]
     assert check["y"] == [1e3 * pt.predicted_s for pt in p.validation.points]
     # the tables beside the curves are the section's
-    section = prediction_section.section(r)
+    section = prediction_section.section(r, analysed(r))
     assert section is not None
     assert efficiency.table == section.grids[0] and step.table == section.grids[1]
 
 
 def test_the_page_embeds_the_curves_and_shows_the_section_once() -> None:
     r = run_of(num_nodes=2)
-    plots = registry.report_plots(r)
+    plots = report_plots(r)
     page = parse_page(render_html(analysis(r, plots=plots)))
     drawn = [f for f in page.blob["figures"] if f["benchmark"] == "prediction"]
     assert [f["title"] for f in drawn] == [p.title for p in plots["prediction"]]
     assert drawn[0]["data"] == json.loads(json.dumps(plots["prediction"][0].figure["data"]))
     assert "b-prediction" in page.ids() or "prediction" in page.ids()
     titles = [t.title for t in page.tables if (t.title or "").startswith("prediction:")]
-    section = prediction_section.section(r)
+    section = prediction_section.section(r, analysed(r))
     assert section is not None  # measured links: no assumptions table
     expected = [g.title for g in section.grids]
     assert len(expected) == 4

@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 import pytest
 
 from clusterbench import catalog, registry
+from clusterbench.analysis.run import report_plots
 from clusterbench.benchmarks.attribution import AttributionMetrics as A
 from clusterbench.benchmarks.attribution import figures as attribution_figures
 from clusterbench.benchmarks.attribution import findings as attribution_analysis
@@ -356,10 +357,10 @@ def test_the_marked_node_is_judged_by_the_runs_own_thresholds() -> None:
     run = results_of(pair_busbw(nodes, "node3"), num_nodes=5)
     run.run.config = {"thresholds": {"node_pair_min_rel": 0.95}}
     assert collectives_analysis.findings(run, run_thresholds(run)) == []
-    heat = registry.report_plots(run)["collectives"][-1]
+    heat = report_plots(run)["collectives"][-1]
     assert heat.notes == ["No slow node: no pair falls behind the others."]
     run.run.config = {}
-    marked = registry.report_plots(run)["collectives"][-1]
+    marked = report_plots(run)["collectives"][-1]
     assert "node3" in marked.notes[0]
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import plotly.graph_objects as go
 import pytest
 
-from clusterbench import registry
 from clusterbench.analysis.compare import compare, index_measurements
+from clusterbench.analysis.run import analyze, summary_sections
 from clusterbench.analysis.soak import MIN_ROUNDS, drift_of, round_noise, soak_series
 from clusterbench.analysis.soak_findings import findings as soak_findings
 from clusterbench.analysis.soak_findings import ranges_text
@@ -42,6 +42,7 @@ from clusterbench.schema import (
 from clusterbench.thresholds import Thresholds
 from clusterbench.units import parse_duration
 from tests.helpers import one_rank_ctx
+from tests.pages import analysed
 
 T = Thresholds()
 T0 = 1_800_000_000.0  # unix seconds of round 0
@@ -252,7 +253,7 @@ def _noisy(level: float, n: int, *, rel: float, seed: int, trend: float = 0.0) -
 
 
 def _drift_ids(results: Results) -> list[Finding]:
-    return [f for f in soak_findings(results, T) if f.id == "soak.drift"]
+    return [f for f in soak_findings(results, analysed(results, T)) if f.id == "soak.drift"]
 
 
 def test_a_figure_that_falls_is_a_drift() -> None:
@@ -320,7 +321,7 @@ def test_one_series_per_device_and_the_summary() -> None:
     ms += [_m(800.0 + (k % 2), k, device="cuda:2") for k in range(6)]
     results = _soak(ms, rounds_=6)
     assert len(soak_series(results)) == 3
-    found = soak_findings(results, T)
+    found = soak_findings(results, analysed(results, T))
     drift = [f for f in found if f.id == "soak.drift"]
     assert len(drift) == 1 and drift[0].evidence["num_series"] == 2  # one per figure
     summary = next(f for f in found if f.id == "soak.summary")
@@ -333,14 +334,14 @@ def test_one_series_per_device_and_the_summary() -> None:
 def test_intermittent_figures_and_failures() -> None:
     ms = [_m(800.0, k) for k in (0, 1, 3, 4)]  # missing in round 2
     ms += [_m(0.3, k, metric="sync_time") for k in range(5)]
-    found = soak_findings(_soak(ms, rounds_=5), T)
+    found = soak_findings(_soak(ms, rounds_=5), analysed(_soak(ms, rounds_=5), T))
     gaps = [f for f in found if f.id == "soak.intermittent"]
     assert len(gaps) == 1 and gaps[0].severity == "warn"
     assert "gemm.tflops" in gaps[0].message and "round(s) 2 of the 5" in gaps[0].message
     failed = _soak([_m(800.0, k) for k in range(3)], rounds_=4, completed=3, status="failed")
     message = "rank 1 on host h1 failed in gemm (round 3): boom"
     failed.errors = [ErrorRecord(benchmark="gemm", rank=1, host="h1", message=message)]
-    fail = [f for f in soak_findings(failed, T) if f.id == "soak.intermittent"]
+    fail = [f for f in soak_findings(failed, analysed(failed, T)) if f.id == "soak.intermittent"]
     assert len(fail) == 1 and fail[0].severity == "fail"
     assert "gemm passed round(s) 0-2 of the soak, then failed in round 3 on rank 1" in (
         fail[0].message
@@ -351,7 +352,7 @@ def test_intermittent_figures_and_failures() -> None:
 def test_no_soak_findings_outside_a_soak() -> None:
     results = _soak([_m(800.0, 0)], rounds_=1)
     results.run.soak = None
-    assert soak_findings(results, T) == []
+    assert soak_findings(results, analysed(results, T)) == []
 
 
 # ----------------------------------------------------------------------------- one round
@@ -377,11 +378,11 @@ def test_compare_and_the_benchmarks_see_one_round() -> None:
     assert len(index) == 4 and {m.round for m in index.values()} == {5}
     # a soak compared with itself: one row a device, none duplicated by the rounds
     assert len(compare(results, results, T).rows) == 4
-    sections = registry.summary_sections(results)
+    sections = summary_sections(results)
     gemm = next(s for s in sections if s.benchmark == "gemm")
     assert all(row.num_devices == 4 for row in gemm.rows)  # not 24: one round's devices
     assert [s.benchmark for s in sections][-1] == "soak"
-    ids = [f.id for f in registry.analyze(results, T)]
+    ids = [f.id for f in analyze(results, T)]
     assert ids.count("soak.drift") == 1 and not any(i.startswith("outlier.") for i in ids)
 
 
@@ -405,7 +406,7 @@ def test_soak_section_line_and_figures() -> None:
     ms = [_m(800.0 - 20 * k, k) for k in range(6)]
     ms += [_m(0.3 + 0.001 * (k % 2), k, metric="sync_time") for k in range(6)]
     results = _with_telemetry(_soak(ms, rounds_=6))
-    section = soak_section(results)
+    section = soak_section(results, analysed(results))
     assert section is not None and section.benchmark == "soak"
     table, telemetry = section.grids
     assert table.rows[0][0].startswith("gemm.tflops") and table.rows[0][-1] == "drift"
@@ -413,12 +414,14 @@ def test_soak_section_line_and_figures() -> None:
     assert telemetry.rows == [("cuda:0", "6", "1980", "1780", "-10.1%", "60", "80")]
     line = soak_line(results)
     assert line.startswith("soak: 6 rounds, 6 complete") and "drift: gemm.tflops on cuda:0" in line
-    plots = soak_figures(results)
+    plots = soak_figures(results, analysed(results))
     assert [p.title for p in plots][-1] == "SM clock over the soak's rounds"
     for plot in plots:
         go.Figure(plot.figure)  # plotly's own schema accepts it
     assert plots[0].figure["data"][0]["y"] == [m.value for m in ms[:6]]
-    summary = next(f for f in soak_findings(results, T) if f.id == "soak.summary")
+    summary = next(
+        f for f in soak_findings(results, analysed(results, T)) if f.id == "soak.summary"
+    )
     assert "SM clock cuda:0 of h1 1980 -> 1780 MHz (-10%), up to 80 C" in summary.message
     assert summary.evidence["telemetry"]["h1/cuda:0"]["temp_c_max"][-1] == 80.0
     # the benchmarks' own view keeps one round of the telemetry windows too

@@ -15,8 +15,8 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from clusterbench import registry
 from clusterbench.analysis import telemetry as analysis
+from clusterbench.analysis.run import report_plots
 from clusterbench.config import ConfigError, build_run_config
 from clusterbench.hardware import gpu_telemetry
 from clusterbench.hardware.gpu_telemetry import AmdSmiReader, NvmlReader, open_reader
@@ -48,6 +48,7 @@ from clusterbench.thresholds import Thresholds
 from clusterbench.views.cells import Grid, format_value
 from tests.fake_nvml import NOT_SUPPORTED, UNKNOWN, FakeNvml, NVMLError
 from tests.helpers import one_rank_ctx
+from tests.pages import analysed
 
 SW_POWER_CAP, HW_THERMAL, IDLE = 0x04, 0x40, 0x01
 T0_US = 1_700_000_000_000_000  # unix us
@@ -491,7 +492,9 @@ def results_of(summary: TelemetrySummary, window: TelemetryWindow, **params: Any
 def test_the_power_cap_finding_names_the_measurement_and_its_numbers(tmp_path: Path) -> None:
     _, (first, _), window = sampled(tmp_path)
     assert first is not None
-    [found] = analysis.findings(results_of(first, window), Thresholds())
+    [found] = analysis.findings(
+        results_of(first, window), analysed(results_of(first, window), Thresholds())
+    )
     polls = range(1, 6)
     median = statistics.median(value("sm", p) for p in polls)
     power = statistics.median(value("power_mw", p) / 1e3 for p in polls)
@@ -506,7 +509,9 @@ def test_the_power_cap_finding_names_the_measurement_and_its_numbers(tmp_path: P
     assert f"power {power:,.0f} W median against the 700 W limit" in found.message
     # the reason's bit set with the clock at its maximum: said to cost little
     near = first.model_copy(update={"sm_clock_mhz_median": 1975.0})
-    [little] = analysis.findings(results_of(near, window), Thresholds())
+    [little] = analysis.findings(
+        results_of(near, window), analysed(results_of(near, window), Thresholds())
+    )
     assert (
         "ran at 1,975 MHz median (the GPU's maximum 1,980 MHz, within 0% of it: this cost "
         "little clock)" in little.message
@@ -521,14 +526,21 @@ def test_thermal_slowdown_warns_and_idle_is_no_limit(tmp_path: Path) -> None:
     hot = {**SERIES, "reasons": [HW_THERMAL, HW_THERMAL, 0]}
     _, (first, _), window = sampled(tmp_path / "hot", hot)
     assert first is not None
-    [found] = analysis.findings(results_of(first, window), Thresholds())
+    [found] = analysis.findings(
+        results_of(first, window), analysed(results_of(first, window), Thresholds())
+    )
     assert (found.severity, found.evidence["reason"]) == ("warn", "HW thermal slowdown")
     assert "hardware thermal slowdown" in found.message and "cooling" in found.fix
     assert f"up to {max(value('temp', p) for p in range(1, 6))} °C" in found.message
     idle = {**SERIES, "reasons": [IDLE, 0x02]}  # idle and application clocks: no limit
     _, (first, _), window = sampled(tmp_path / "idle", idle)
     assert first is not None and first.reasons
-    assert analysis.findings(results_of(first, window), Thresholds()) == []
+    assert (
+        analysis.findings(
+            results_of(first, window), analysed(results_of(first, window), Thresholds())
+        )
+        == []
+    )
 
 
 def test_a_reason_below_its_share_is_no_finding(tmp_path: Path) -> None:
@@ -536,7 +548,10 @@ def test_a_reason_below_its_share_is_no_finding(tmp_path: Path) -> None:
     assert first is not None
     share = first.reasons["SW power cap"]
     above = Thresholds(telemetry_throttle_min_fraction=share + 0.01)
-    assert analysis.findings(results_of(first, window), above) == []
+    assert (
+        analysis.findings(results_of(first, window), analysed(results_of(first, window), above))
+        == []
+    )
 
 
 def test_near_the_slowdown_temperature_is_hot(tmp_path: Path) -> None:
@@ -546,13 +561,15 @@ def test_near_the_slowdown_temperature_is_hot(tmp_path: Path) -> None:
     assert hottest is not None
     near = window.model_copy(update={"summary": window.summary.model_copy(
         update={"temp_slowdown_c": hottest + 3})})  # fmt: skip
-    found = [f for f in analysis.findings(results_of(first, near), Thresholds())
-             if f.id == "telemetry.hot"]  # fmt: skip
+    judged = results_of(first, near)
+    found = [f for f in analysis.findings(judged, analysed(judged)) if f.id == "telemetry.hot"]
     assert [f.severity for f in found] == ["warn"]
     assert f"reached {hottest:.0f} °C during gemm" in found[0].message
     far = Thresholds(telemetry_hot_margin_c=2)
     assert not [
-        f for f in analysis.findings(results_of(first, near), far) if f.id == "telemetry.hot"
+        f
+        for f in analysis.findings(results_of(first, near), analysed(results_of(first, near), far))
+        if f.id == "telemetry.hot"
     ]
 
 
@@ -563,7 +580,7 @@ def test_the_report_draws_the_series_under_the_benchmark(tmp_path: Path) -> None
     _, (first, _), window = sampled(tmp_path)
     assert first is not None and window.summary is not None and window.series is not None
     results = results_of(first, window)
-    plots = registry.report_plots(results, run_dir=tmp_path)["gemm"]
+    plots = report_plots(results, run_dir=tmp_path)["gemm"]
     plot = plots[-1]
     assert plot.title == "gemm: GPU telemetry"
     go.Figure(plot.figure)  # valid by plotly's schema
@@ -590,7 +607,9 @@ def test_the_report_draws_the_series_under_the_benchmark(tmp_path: Path) -> None
 def test_the_summary_has_a_telemetry_line_per_benchmark(tmp_path: Path) -> None:
     _, (first, _), window = sampled(tmp_path)
     assert first is not None and window.summary is not None
-    section = telemetry_section.section(results_of(first, window))
+    section = telemetry_section.section(
+        results_of(first, window), analysed(results_of(first, window))
+    )
     assert section is not None
     [row] = section.grids[0].rows
     s = window.summary
@@ -599,7 +618,7 @@ def test_the_summary_has_a_telemetry_line_per_benchmark(tmp_path: Path) -> None:
     assert row[5] == f"{format_value(s.temp_c_max)} °C"
     assert row[6] == f"SW power cap {s.reasons['SW power cap']:.0%}"
     empty = results_of(first, window).model_copy(update={"telemetry": []})
-    assert telemetry_section.section(empty) is None
+    assert telemetry_section.section(empty, analysed(empty)) is None
 
 
 # ---------------------------------------------------------------------------- settings

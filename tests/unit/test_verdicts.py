@@ -9,6 +9,7 @@ import pytest
 
 from clusterbench.analysis import hosts as hosts_analysis
 from clusterbench.analysis.hosts import unknown_sku_findings
+from clusterbench.analysis.run import analyze
 from clusterbench.benchmarks.gemm import findings as gemm_analysis
 from clusterbench.benchmarks.gemm.findings import (
     gemm_correctness_findings,
@@ -24,7 +25,6 @@ from clusterbench.benchmarks.transfer.findings import (
     pcie_findings,
 )
 from clusterbench.config import Thresholds
-from clusterbench.registry import analyze
 from clusterbench.schema import (
     Finding,
     GpuInfo,

@@ -32,8 +32,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-import numpy as np
-
 from clusterbench.benchmarks.dataloader import DataloaderMetrics
 from clusterbench.metrics import Direction
 from clusterbench.schema import Finding, Results
@@ -225,6 +223,8 @@ _SEED = 0
 
 
 def _speedup(base: Any, new: Any, axis: int = -1) -> Any:
+    import numpy as np
+
     return np.median(new, axis=axis) / np.median(base, axis=axis)
 
 
@@ -237,6 +237,7 @@ def compare_samples(
     above 1.  The speed-up is median(new) / median(base) for a rate (``better`` higher), its
     inverse for a time.  None with too few repeats for p to reach ``alpha`` (the smallest
     one-sided p of n1 against n2 samples is 1 / C(n1 + n2, n1)) or with non-positive ones."""
+    import numpy as np
     from scipy.stats import bootstrap, mannwhitneyu
 
     a, b = [float(v) for v in base], [float(v) for v in new]

@@ -8,9 +8,13 @@ Ids: ``budget.fitted`` (info), ``budget.stopped`` (info), ``budget.overrun`` (wa
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from clusterbench.schema import BenchmarkPlan, Finding, PlanInfo, Results
-from clusterbench.thresholds import Thresholds
 from clusterbench.units import format_seconds
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.view import RunView
 
 __all__ = ["OVERRUN_GRACE_S", "OVERRUN_RATIO", "findings"]
 
@@ -20,7 +24,7 @@ OVERRUN_GRACE_S = 5.0
 """...and more than this many seconds beyond it (one point's time, a barrier)."""
 
 
-def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
+def findings(results: Results, run: RunView) -> list[Finding]:
     plan = results.run.plan
     if plan is None or not _budgeted(plan):
         return []

@@ -29,15 +29,17 @@ takes them from the collectives benchmark's back-to-back ``latency_us``. No I/O 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
-
-import numpy as np
+from typing import TYPE_CHECKING, Literal
 
 from clusterbench.benchmarks.collectives import CollectivesMetrics
 from clusterbench.schema import Measurement, Results
+
+if TYPE_CHECKING:  # numpy is imported where used: a run without a prediction needs none
+    import numpy as np
 
 __all__ = [
     "ALGORITHMS",
@@ -140,6 +142,7 @@ class Fit:
         """Interval in which a new measurement of ``size_bytes`` falls with ``confidence``:
         t_hat +- t_q(dof) * sqrt(x' C x + (rel_sigma * t_hat)^2), lower end at least 0.
         t_q is Student's t quantile (:func:`student_t_quantile`)."""
+        import numpy as np
 
         if not 0 < confidence < 1:
             raise ValueError(f"confidence must be in (0, 1), got {confidence}")
@@ -162,6 +165,8 @@ def fit_alpha_beta(
     beta >= 0 (:func:`nonnegative_least_squares`); the covariance is
     ``rel_sigma^2 (X_w' X_w)^-1`` of the weighted design matrix ``X_w``.
     """
+    import numpy as np
+
     a, b = coefficients(op, p=p, algorithm=algorithm)
     sizes, times = _checked_points(points)
     design = np.column_stack([np.full_like(sizes, a), b * sizes])
@@ -185,6 +190,7 @@ def fit_alpha_beta(
     )  # fmt: skip
 
 
+@functools.cache
 def student_t_quantile(dof: int, confidence: float) -> float:
     """The t with P(|T| <= t) = ``confidence`` for Student's t of ``dof`` (an integer >= 1)
     degrees of freedom: the two-sided quantile, ``scipy.stats.t.ppf(0.5 + confidence / 2,
@@ -229,6 +235,8 @@ def nonnegative_least_squares(design: np.ndarray, target: np.ndarray) -> np.ndar
     two unknowns the optimum has at most one of them at its bound, so these candidates hold it
     (the KKT conditions); scipy's bounded solvers give the same x, at 0.26 s of import that a
     command reading a run should not pay."""
+    import numpy as np
+
     if design.shape[1] != 2:
         raise ValueError(f"two columns expected, got {design.shape[1]}")
     gram = design.T @ design
@@ -247,6 +255,8 @@ def nonnegative_least_squares(design: np.ndarray, target: np.ndarray) -> np.ndar
 
 
 def _checked_points(points: Iterable[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+    import numpy as np
+
     pts = sorted((float(s), float(t)) for s, t in points)
     if any(not (math.isfinite(s) and math.isfinite(t)) or s <= 0 or t <= 0 for s, t in pts):
         raise ValueError("every point needs a finite size_bytes > 0 and time_s > 0")
@@ -259,6 +269,8 @@ def _checked_points(points: Iterable[tuple[float, float]]) -> tuple[np.ndarray, 
 def _covariance(
     weighted: np.ndarray, scale: np.ndarray, rel_sigma: float
 ) -> tuple[tuple[float, float], tuple[float, float]]:
+    import numpy as np
+
     if not math.isfinite(rel_sigma):
         return (math.inf, math.inf), (math.inf, math.inf)
     c = rel_sigma**2 * np.linalg.inv(weighted.T @ weighted) * np.outer(scale, scale)

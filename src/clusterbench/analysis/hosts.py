@@ -6,17 +6,19 @@ Pure functions: a :class:`~clusterbench.schema.Results` in, a list of findings o
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 from clusterbench.analysis._common import scope_label
 from clusterbench.schema import Finding, Results
-from clusterbench.thresholds import Thresholds
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.view import RunView
 
 __all__ = ["findings", "unknown_sku_findings"]
 
 
-def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
-    """Every verdict on the run's hosts (``thresholds`` unused: none applies yet)."""
-    del thresholds
+def findings(results: Results, run: RunView) -> list[Finding]:
+    """Every verdict on the run's hosts (no threshold applies yet)."""
     return unknown_sku_findings(results)
 
 

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from clusterbench.schema import Finding, NcclRankInfo, Results
-from clusterbench.thresholds import Thresholds
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.view import RunView
 
 __all__ = ["nccl_findings"]
 
 _FAST_LOCAL = ("P2P", "NVLS")
 
 
-def nccl_findings(results: Results, thresholds: Thresholds | None = None) -> list[Finding]:
+def nccl_findings(results: Results, run: RunView) -> list[Finding]:
     """Per rank: the transports NCCL chose (info); intra-node traffic off P2P/NVLink -> warn."""
     gpus_per_host = {h.hostname: len(h.gpus) for h in results.hosts}
     out: list[Finding] = []

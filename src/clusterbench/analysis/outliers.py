@@ -19,7 +19,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from clusterbench.analysis._common import dev_label, shared_cpu_hosts
 from clusterbench.benchmarks.gemm import GemmMetrics
@@ -27,6 +27,9 @@ from clusterbench.benchmarks.transfer import TransferMetrics
 from clusterbench.metrics import Direction, Metric, direction_of
 from clusterbench.schema import Finding, Measurement, ParamValue, Results
 from clusterbench.thresholds import Thresholds
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.view import RunView
 
 __all__ = [
     "MIN_PEERS",
@@ -403,8 +406,9 @@ def _fix(o: _Outlier) -> str:
     return _FIXES.get(o.benchmark, _DEFAULT_FIX).format(index=index or "N")
 
 
-def outlier_findings(results: Results, thresholds: Thresholds) -> list[Finding]:
+def outlier_findings(results: Results, run: RunView) -> list[Finding]:
     """Each device against its peers (:func:`peer_outliers`) at ``thresholds``' limits."""
+    thresholds = run.thresholds
     return peer_outliers(
         results.measurements,
         mads=thresholds.outlier_mads,

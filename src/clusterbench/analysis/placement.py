@@ -19,7 +19,7 @@ Pure functions: a :class:`~clusterbench.schema.Results` in, findings out.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clusterbench.analysis.advice import advice_evidence
 from clusterbench.analysis.placement_facts import (
@@ -36,7 +36,9 @@ from clusterbench.analysis.placement_facts import (
 from clusterbench.analysis.placement_flags import block_order_fix
 from clusterbench.analysis.placement_summary import summary_finding
 from clusterbench.schema import Finding, Results, Severity
-from clusterbench.thresholds import Thresholds
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.view import RunView
 
 __all__ = ["findings", "group_findings", "nic_findings", "order_finding", "topology_advice"]
 
@@ -221,9 +223,9 @@ def nic_findings(results: Results, ranks: Sequence[RankPlacement]) -> list[Findi
     ]
 
 
-def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
+def findings(results: Results, run: RunView) -> list[Finding]:
     """Every placement verdict of the run ([] without doctor's facts); ``thresholds`` unused."""
-    del thresholds
+
     ranks = placements(results)
     if not ranks:
         return []

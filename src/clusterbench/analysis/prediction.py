@@ -58,6 +58,7 @@ __all__ = [
     "Row",
     "applies",
     "predict",
+    "run_prediction",
 ]
 
 DEFAULT_GPU_COUNTS: tuple[int, ...] = (64, 256, 1024)
@@ -213,6 +214,18 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_finite(v) for v in value]
     return value
+
+
+def run_prediction(results: Results, *, target: float) -> Prediction | str | None:
+    """The run's prediction at the default GPU counts and ``target`` efficiency; the reason
+    when none can be made; None when it does not apply (training or collectives did not run).
+    A run's one analysis holds it (:attr:`~clusterbench.analysis.run.RunAnalysis.prediction`)."""
+    if not applies(results):
+        return None
+    try:
+        return predict(results, target=target)
+    except (ValueError, ArithmeticError) as exc:  # NoPrediction, or inputs the model refuses
+        return str(exc)
 
 
 def applies(results: Results) -> bool:

@@ -12,7 +12,7 @@ no assumed input, and the predicted gain exceeds that error.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clusterbench.analysis._common import gpu_severity
 from clusterbench.analysis.advice import advice_evidence
@@ -20,11 +20,11 @@ from clusterbench.analysis.prediction import (
     NIC_CEILING_GBPS,
     Prediction,
     Row,
-    applies,
-    predict,
 )
 from clusterbench.schema import Finding, Results
-from clusterbench.thresholds import Thresholds
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.view import RunView
 
 __all__ = ["findings", "scaling_finding", "signed_pct", "sizes_text", "validation_finding"]
 
@@ -32,19 +32,19 @@ _HEADLINE_GPUS = 256
 _PREDICT_HINT = "clusterbench predict RUN --gpus N,M --nic-gbps G: other GPU counts and NIC speeds"
 
 
-def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
-    """``prediction.scaling`` and ``prediction.validation`` (none unless :func:`applies`)."""
-    if not applies(results):
+def findings(results: Results, run: RunView) -> list[Finding]:
+    """``prediction.scaling`` and ``prediction.validation`` of the run's one prediction (none
+    unless :func:`applies`)."""
+    p = run.prediction
+    if p is None:
         return []
-    try:
-        p = predict(results, target=thresholds.prediction_target_efficiency)
-    except (ValueError, ArithmeticError) as exc:  # NoPrediction, or inputs the model refuses
+    if isinstance(p, str):  # NoPrediction, or inputs the model refuses
         return [
             Finding(
                 id="prediction.scaling",
                 severity="info",
                 scope="run",
-                message=f"No scaling prediction: {exc}.",
+                message=f"No scaling prediction: {p}.",
                 fix=_PREDICT_HINT,
             )
         ]

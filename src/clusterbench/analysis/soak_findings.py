@@ -10,14 +10,16 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clusterbench.analysis._common import gpu_severity, scope_label
 from clusterbench.analysis.soak import Drift, Series, soak_drifts, soak_series
 from clusterbench.analysis.soak_telemetry import DeviceRounds, round_telemetry
 from clusterbench.schema import Finding, Results, SoakInfo
-from clusterbench.thresholds import Thresholds
 from clusterbench.units import format_seconds
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.view import RunView
 
 __all__ = ["describe_drift", "findings", "ranges_text", "soak_seconds"]
 
@@ -35,8 +37,9 @@ _INTERMITTENT_FIX = (
 )
 
 
-def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
+def findings(results: Results, run: RunView) -> list[Finding]:
     """A soak's findings (none outside a soak)."""
+    thresholds = run.thresholds
     soak = results.run.soak
     if soak is None:
         return []

@@ -17,10 +17,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from clusterbench.hardware.gpu_telemetry import LIMITING_REASONS
 from clusterbench.schema import Finding, Measurement, Results, TelemetrySummary
 from clusterbench.thresholds import Thresholds
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.view import RunView
 
 __all__ = ["MIN_SAMPLES", "findings"]
 
@@ -59,7 +63,8 @@ class _Hit:
     fraction: float
 
 
-def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
+def findings(results: Results, run: RunView) -> list[Finding]:
+    thresholds = run.thresholds
     return [*_throttled(results, thresholds), *_hot(results, thresholds)]
 
 

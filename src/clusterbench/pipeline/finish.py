@@ -11,9 +11,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusterbench import registry
 from clusterbench._version import __version__
-from clusterbench.analysis.run import RunAnalysis
+from clusterbench.analysis.run import RunAnalysis, analyze
 from clusterbench.compare_io import compare_with, previous_runs, write_comparison
 from clusterbench.exits import EXIT_FAIL_FINDING, EXIT_OK, EXIT_RUN_ERROR
 from clusterbench.pipeline.assemble import RunMeta, assemble_results
@@ -78,7 +77,7 @@ def finish(
                          interrupted=interrupted, flights=flights)  # fmt: skip
     run = RunAnalysis(results, run_dir=Path(spec.run_dir))
     # Findings benchmarks recorded themselves (e.g. doctor's checks) come first, then analysis.
-    results.findings = [*results.findings, *registry.analyze(results, spec.config.thresholds)]
+    results.findings = [*results.findings, *analyze(run)]
     previous: list[Results] = []
     if options.baseline is not None:
         previous, warning = previous_runs(

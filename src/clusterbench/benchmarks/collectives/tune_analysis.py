@@ -27,8 +27,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import numpy as np
-
 from clusterbench.benchmarks.collectives import CollectivesConfig, CollectivesMetrics
 from clusterbench.schema import Measurement
 
@@ -96,14 +94,19 @@ def _samples(m: Measurement) -> list[float]:
 
 
 def _ratio(d: Any, s: Any, axis: int = -1) -> Any:
+    import numpy as np
+
     return np.median(d, axis=axis) / np.median(s, axis=axis)
 
 
 def _median(x: Any, axis: int = -1) -> Any:
+    import numpy as np
+
     return np.median(x, axis=axis)
 
 
 def _interval(data: tuple[Sequence[float], ...], statistic: Any) -> tuple[float, float]:
+    import numpy as np
     from scipy.stats import bootstrap
 
     result = bootstrap(

@@ -11,7 +11,7 @@ to the slowest step as error bars) and predicted ones lighter and hatched (``met
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clusterbench.analysis.partition import Partition, Row
 from clusterbench.benchmarks.training import section as sections
@@ -31,6 +31,9 @@ from clusterbench.views.figures import (
     spreads_by,
 )
 from clusterbench.views.plots import Plot, PlotContext
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.view import RunView
 
 __all__ = ["figures", "partition_figures"]
 
@@ -238,7 +241,7 @@ _MEASURED_COLOR = "#0072B2"
 _PREDICTED_COLOR = "rgba(0,114,178,0.35)"
 
 
-def partition_figures(results: Results, run_dir: Path | None = None) -> list[Plot]:
+def partition_figures(results: Results, run: RunView) -> list[Plot]:
     """The partition search's time to batch per candidate ([] when the run did not search)."""
     p = sections.run_partition(results)
     drawn = [r for r in p.rows if r.time_ms is not None] if p is not None else []

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clusterbench.analysis.partition import Partition, Row, analyse
 from clusterbench.benchmarks.training.settings import TrainingMetrics as _T
 from clusterbench.schema import Measurement, Results
 from clusterbench.thresholds import run_thresholds
 from clusterbench.views.cells import Grid, Section, format_value, metric_cell
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.view import RunView
 
 __all__ = ["PARTITION", "partition_grids", "partition_section", "run_partition", "section"]
 
@@ -120,7 +123,7 @@ def run_partition(results: Results) -> Partition | None:
     return analyse(results, run_thresholds(results))
 
 
-def partition_section(results: Results, run_dir: Path | None = None) -> Section | None:
+def partition_section(results: Results, run: RunView) -> Section | None:
     """The partition search's tables (None: the run did not search)."""
     p = run_partition(results)
     return None if p is None else Section(PARTITION, grids=partition_grids(p))

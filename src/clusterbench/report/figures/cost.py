@@ -8,7 +8,7 @@ no plots (the section says which flags to pass).
 from __future__ import annotations
 
 import math
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clusterbench.analysis.cost import CostTable, cost_table
 from clusterbench.analysis.cost_prices import HOURS_PER_MONTH, OnPremOffer
@@ -17,6 +17,9 @@ from clusterbench.report.sections import cost as sections
 from clusterbench.schema import Results
 from clusterbench.views.figures import Trace, axis, color, figure, layout
 from clusterbench.views.plots import Plot
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.view import RunView
 
 __all__ = ["figures", "spend_after"]
 
@@ -87,10 +90,10 @@ def _findings(table: CostTable) -> Plot:
     )
 
 
-def figures(results: Results, run_dir: Path | None = None) -> list[Plot]:
+def figures(results: Results, run: RunView) -> list[Plot]:
     """The spend over months (with a cloud and an on-prem offer) and the findings' prices;
     [] without prices in ``run_dir``."""
-    request = sections.read_request(run_dir) if run_dir is not None else None
+    request = sections.read_request(run.run_dir) if run.run_dir is not None else None
     if request is None or not request.offers:
         return []
     try:

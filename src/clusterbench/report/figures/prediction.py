@@ -12,7 +12,7 @@ section's own (:mod:`clusterbench.report.sections.prediction`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clusterbench.analysis.prediction import Prediction
 from clusterbench.analysis.scaling_model import StepPrediction, Strategy
@@ -31,14 +31,17 @@ from clusterbench.views.figures import (
 )
 from clusterbench.views.plots import Plot
 
+if TYPE_CHECKING:
+    from clusterbench.analysis.view import RunView
+
 __all__ = ["figures"]
 
 _STRATEGY_COLORS = {"ddp": "#0072B2", "fsdp": "#E69F00"}
 
 
-def figures(results: Results, run_dir: Path | None = None) -> list[Plot]:
+def figures(results: Results, run: RunView) -> list[Plot]:
     """Efficiency and step time against the GPU count ([] when there is no prediction)."""
-    p = sections.run_prediction(results)
+    p = run.prediction
     if not isinstance(p, Prediction):
         return []
     return [_efficiency(p, results), _step_time(p)]

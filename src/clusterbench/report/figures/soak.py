@@ -8,13 +8,16 @@ shown`): a plot per figure (benchmark, metric and params), at most :data:`MAX_PL
 from __future__ import annotations
 
 from collections import defaultdict
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clusterbench.analysis.soak_telemetry import DeviceRounds, round_telemetry
 from clusterbench.report.sections.soak import Shown, shown
 from clusterbench.schema import Results
 from clusterbench.views.figures import axis, color, figure, layout
 from clusterbench.views.plots import Plot
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.view import RunView
 
 __all__ = ["MAX_PLOTS", "figures"]
 
@@ -23,7 +26,7 @@ MAX_LINES = 8
 """Devices drawn in one plot (drifted ones first)."""
 
 
-def figures(results: Results, run_dir: Path | None = None) -> list[Plot]:
+def figures(results: Results, run: RunView) -> list[Plot]:
     if results.run.soak is None:
         return []
     items, _ = shown(results)

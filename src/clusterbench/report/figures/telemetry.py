@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clusterbench.hardware.gpu_telemetry import LIMITING_REASONS, reason_names
 from clusterbench.runtime.telemetry import Sample, read_series
@@ -16,6 +16,9 @@ from clusterbench.schema import Results, TelemetrySummary, TelemetryWindow
 from clusterbench.views.cells import Grid, format_value
 from clusterbench.views.figures import MARK_COLOR, Trace, axis, figure, layout
 from clusterbench.views.plots import Plot
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.view import RunView
 
 __all__ = ["MAX_DEVICES", "benchmarks_with_telemetry", "by_benchmark", "figures"]
 
@@ -186,6 +189,8 @@ def _row(w: TelemetryWindow, *, multi_host: bool) -> tuple[str, ...]:
     )
 
 
-def by_benchmark(results: Results, run_dir: Path | None = None) -> dict[str, list[Plot]]:
+def by_benchmark(results: Results, run: RunView) -> dict[str, list[Plot]]:
     """Each benchmark with telemetry -> its telemetry figures (after the benchmark's own)."""
-    return {name: figures(results, name, run_dir) for name in benchmarks_with_telemetry(results)}
+    return {
+        name: figures(results, name, run.run_dir) for name in benchmarks_with_telemetry(results)
+    }

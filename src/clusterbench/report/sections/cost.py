@@ -7,7 +7,7 @@ table it computed) and rebuilds summary.md and report.html; ``clusterbench repor
 ``clusterbench export RUN`` read the request back and compute the table again from
 results.json, so that a re-analysed run is priced by its current figures.
 
-The section belongs to no one benchmark: :func:`clusterbench.registry.summary_sections`
+The section belongs to no one benchmark: :func:`clusterbench.analysis.run.summary_sections`
 appends it (``section(results, run_dir)``) when the run measured training throughput.
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -25,6 +26,9 @@ from clusterbench.analysis.cost_scale import PER_TEXT, NoThroughput
 from clusterbench.schema import Results
 from clusterbench.units import format_seconds
 from clusterbench.views.cells import Grid, Section, format_value
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.view import RunView
 
 __all__ = [
     "COST_FILE",
@@ -277,10 +281,10 @@ def cost_json(table: CostTable) -> str:
     return json.dumps(table.to_dict(), indent=2, allow_nan=False) + "\n"
 
 
-def section(results: Results, run_dir: Path | None = None) -> Section | None:
+def section(results: Results, run: RunView) -> Section | None:
     """The cost section (None: the run has no training throughput to price)."""
     try:
-        request = read_request(run_dir) if run_dir is not None else None
+        request = read_request(run.run_dir) if run.run_dir is not None else None
         table = cost_table(results, request or CostRequest())
     except NoThroughput:
         return None

@@ -4,11 +4,14 @@ nearest NIC, NVLink domain), from doctor's facts; one row per node past a few no
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clusterbench.analysis.placement_facts import RankPlacement, placements, ranks_text
 from clusterbench.schema import Results
 from clusterbench.views.cells import Grid, Section
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.view import RunView
 
 __all__ = ["MAX_RANK_ROWS", "section"]
 
@@ -58,7 +61,7 @@ def _node_row(ps: Sequence[RankPlacement]) -> tuple[str, ...]:
     )
 
 
-def section(results: Results, run_dir: Path | None = None) -> Section | None:
+def section(results: Results, run: RunView) -> Section | None:
     """The placement table of the run; None without doctor's facts."""
     ranks = placements(results)
     if not ranks:

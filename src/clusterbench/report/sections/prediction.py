@@ -3,33 +3,32 @@ training and collectives both ran: the predictions at the default GPU counts, th
 check on the run's own larger world sizes, the links and the workload it rests on, and what
 was assumed.  Every row resting on an assumption is marked ``*``.
 
-The prediction belongs to no one benchmark: :func:`clusterbench.registry.summary_sections`
+The prediction belongs to no one benchmark: :func:`clusterbench.analysis.run.summary_sections`
 appends this section after the benchmarks' own (``section(results)``, not measurements).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clusterbench.analysis.prediction import (
     NIC_CEILING_GBPS,
     OUT_OF_REACH,
     Prediction,
-    applies,
-    predict,
 )
 from clusterbench.analysis.prediction_findings import signed_pct, sizes_text
 from clusterbench.analysis.prediction_inputs import Link
 from clusterbench.schema import Results
-from clusterbench.thresholds import run_thresholds
 from clusterbench.views.cells import Grid, Section, format_value
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.view import RunView
 
 __all__ = [
     "NAME",
     "assumptions_grid",
     "links_grid",
     "predictions_grid",
-    "run_prediction",
     "section",
     "validation_grid",
     "workload_grid",
@@ -40,21 +39,9 @@ NAME = "prediction"
 _MISSING = "-"
 
 
-def run_prediction(results: Results) -> Prediction | str | None:
-    """The run's prediction at the default GPU counts and the run's target efficiency; the
-    reason when none can be made; None when it does not apply (training or collectives did
-    not run)."""
-    if not applies(results):
-        return None
-    try:
-        return predict(results, target=run_thresholds(results).prediction_target_efficiency)
-    except (ValueError, ArithmeticError) as exc:  # NoPrediction, or inputs the model refuses
-        return str(exc)
-
-
-def section(results: Results, run_dir: Path | None = None) -> Section | None:
-    """The prediction's tables (None: it does not apply)."""
-    got = run_prediction(results)
+def section(results: Results, run: RunView) -> Section | None:
+    """The tables of the run's one prediction (None: it does not apply)."""
+    got = run.prediction
     if got is None:
         return None
     if isinstance(got, str):

@@ -2,14 +2,14 @@
 trend's p and the verdict), drifted series first; each GPU's SM clock and temperature in the
 first and last round (with telemetry); and the one line the console ends with.
 
-Appended by :func:`clusterbench.registry.summary_sections` after the benchmarks' sections,
+Appended by :func:`clusterbench.analysis.run.summary_sections` after the benchmarks' sections,
 from every round (the benchmarks' own sections show one round).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clusterbench.analysis.soak import MIN_ROUNDS, Drift, Series, drift_of, soak_series
 from clusterbench.analysis.soak_findings import describe_drift, soak_seconds
@@ -18,6 +18,9 @@ from clusterbench.schema import Results
 from clusterbench.thresholds import Thresholds, run_thresholds
 from clusterbench.units import format_seconds
 from clusterbench.views.cells import Grid, Section, format_value
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.view import RunView
 
 __all__ = ["MAX_ROWS", "NAME", "Shown", "section", "shown", "soak_line"]
 
@@ -89,7 +92,7 @@ def _row(item: Shown, *, multi_host: bool) -> tuple[str, ...]:
     )
 
 
-def section(results: Results, run_dir: Path | None = None) -> Section | None:
+def section(results: Results, run: RunView) -> Section | None:
     """The soak's table (None outside a soak, or a soak that measured nothing)."""
     soak = results.run.soak
     if soak is None:

@@ -5,11 +5,14 @@ benchmark's windows (one line a benchmark, however many GPUs)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clusterbench.hardware.gpu_telemetry import LIMITING_REASONS
 from clusterbench.schema import Results, TelemetrySummary, TelemetryWindow
 from clusterbench.views.cells import Grid, Section, format_value
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.view import RunView
 
 __all__ = ["NAME", "section"]
 
@@ -37,7 +40,7 @@ def _reasons(summaries: list[TelemetrySummary]) -> str:
     return ", ".join(f"{name} {share:.0%}" for name, share in ranked) or "none"
 
 
-def section(results: Results, run_dir: Path | None = None) -> Section | None:
+def section(results: Results, run: RunView) -> Section | None:
     """None when the run sampled no telemetry."""
     windows: dict[str, list[TelemetryWindow]] = defaultdict(list)
     for w in results.telemetry:
