@@ -148,3 +148,20 @@ def test_the_page_embeds_the_curves_and_shows_the_section_once() -> None:
     expected = [g.title for g in section.grids]
     assert len(expected) == 4
     assert sorted(titles) == sorted(expected)  # beside the plots or below, never twice
+
+
+def test_the_findings_section_and_figures_share_the_runs_one_prediction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from clusterbench.analysis import prediction as module
+    from clusterbench.analysis.run import RunAnalysis, analyze
+
+    calls: list[int] = []
+    real = module.predict
+    monkeypatch.setattr(module, "predict", lambda *a, **k: calls.append(1) or real(*a, **k))
+    run = RunAnalysis(run_of(num_nodes=2))
+    found = {f.id for f in analyze(run)}
+    names = [s.benchmark for s in run.sections]
+    assert {"prediction.scaling", "prediction.validation"} <= found
+    assert "prediction" in names and "prediction" in run.plots
+    assert len(calls) == 1  # made once, read by the findings, the section and the figures

@@ -17,15 +17,18 @@ comes in as its parsed TOML table.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 __all__ = [
+    "COST_FILE",
     "HOURS_PER_MONTH",
     "HOURS_PER_YEAR",
     "RULE_OF_THUMB_UTILISATION",
@@ -43,6 +46,7 @@ __all__ = [
     "offer_from",
     "offers_from_table",
     "parse_amount",
+    "read_request",
 ]
 
 HOURS_PER_YEAR = 8760.0
@@ -268,3 +272,24 @@ def break_even_months(
     if rent <= running:
         return None
     return on_prem.capex_per_node / (rent - running)
+
+
+COST_FILE = "cost.json"
+"""The run folder's prices, as ``clusterbench cost`` keeps them."""
+
+
+def read_request(run_dir: Path) -> CostRequest | None:
+    """The request kept in ``run_dir/cost.json`` (None: no such file); ValueError, one line,
+    for a file that cannot be read."""
+    path = run_dir / COST_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return CostRequest.model_validate(json.loads(text).get("request", {}))
+    except (ValueError, AttributeError, ValidationError) as exc:
+        first = str(exc).splitlines()[0]
+        raise ValueError(f"{path}: not a clusterbench cost.json ({first})") from None

@@ -18,6 +18,7 @@ from clusterbench.thresholds import Thresholds, run_thresholds
 if TYPE_CHECKING:
     from clusterbench.analysis.advice import Advice
     from clusterbench.analysis.compare import Comparison
+    from clusterbench.analysis.cost import CostTable
     from clusterbench.analysis.drain import DrainList
     from clusterbench.analysis.prediction import Prediction
     from clusterbench.analysis.verdict import NodeVerdict
@@ -68,6 +69,23 @@ class RunAnalysis:
         """The run against a baseline or an earlier run: its regressions join the findings."""
         self.comparison = comparison
         self.results.findings = [*self.results.findings, *comparison.findings]
+
+    @cached_property
+    def cost(self) -> CostTable | str | None:
+        """The run's cost at the prices of its folder's cost.json (unpriced without one), what
+        its section and figures show; None where it has no training throughput to price; the
+        reason where it could not be computed."""
+        from clusterbench.analysis.cost import cost_table
+        from clusterbench.analysis.cost_prices import CostRequest, read_request
+        from clusterbench.analysis.cost_scale import NoThroughput
+
+        try:
+            request = read_request(self.run_dir) if self.run_dir is not None else None
+            return cost_table(self.one_round, request or CostRequest())
+        except NoThroughput:
+            return None
+        except Exception as exc:  # the cost must never cost the run its pages
+            return str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
 
     @cached_property
     def node_verdicts(self) -> list[NodeVerdict]:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from clusterbench.analysis.cost import CostTable
     from clusterbench.analysis.prediction import Prediction
     from clusterbench.schema import Results
     from clusterbench.thresholds import Thresholds
@@ -29,6 +30,11 @@ class RunView(Protocol):
     @property
     def thresholds(self) -> Thresholds:
         """The limits the run is judged by."""
+
+    @property
+    def cost(self) -> CostTable | str | None:
+        """The run's one cost table at its folder's prices (None: no training throughput to
+        price; the reason where it could not be computed)."""
 
     @property
     def prediction(self) -> Prediction | str | None:

@@ -10,10 +10,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from clusterbench.analysis.cost import CostTable, cost_table
+from clusterbench.analysis.cost import CostTable
 from clusterbench.analysis.cost_prices import HOURS_PER_MONTH, OnPremOffer
-from clusterbench.analysis.cost_scale import NoThroughput
-from clusterbench.report.sections import cost as sections
 from clusterbench.schema import Results
 from clusterbench.views.figures import Trace, axis, color, figure, layout
 from clusterbench.views.plots import Plot
@@ -93,12 +91,8 @@ def _findings(table: CostTable) -> Plot:
 def figures(results: Results, run: RunView) -> list[Plot]:
     """The spend over months (with a cloud and an on-prem offer) and the findings' prices;
     [] without prices in ``run_dir``."""
-    request = sections.read_request(run.run_dir) if run.run_dir is not None else None
-    if request is None or not request.offers:
-        return []
-    try:
-        table = cost_table(results, request)
-    except NoThroughput:
+    table = run.cost
+    if not isinstance(table, CostTable) or not table.request.offers:
         return []
     plots = []
     if table.break_even:

@@ -17,11 +17,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
-
 from clusterbench.analysis.cost import CostTable, cost_table
 from clusterbench.analysis.cost_export import with_cost
-from clusterbench.analysis.cost_prices import CostRequest
+from clusterbench.analysis.cost_prices import COST_FILE, read_request
 from clusterbench.analysis.cost_scale import PER_TEXT, NoThroughput
 from clusterbench.schema import Results
 from clusterbench.units import format_seconds
@@ -45,7 +43,6 @@ __all__ = [
 ]
 
 NAME = "cost"
-COST_FILE = "cost.json"
 NO_PRICES = (
     "clusterbench cost RUN --gpu-hour PRICE (cloud, $ per GPU-hour)",
     "clusterbench cost RUN --capex-per-node $ --years N --power-kw-per-node KW --power-price "
@@ -260,38 +257,18 @@ def table_grids(table: CostTable, *, findings: bool = True) -> list[Grid]:
     return grids
 
 
-def read_request(run_dir: Path) -> CostRequest | None:
-    """The request kept in ``run_dir/cost.json`` (None: no such file); ValueError, one line,
-    for a file that cannot be read."""
-    path = run_dir / COST_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        return CostRequest.model_validate(json.loads(text).get("request", {}))
-    except (ValueError, AttributeError, ValidationError) as exc:
-        first = str(exc).splitlines()[0]
-        raise ValueError(f"{path}: not a clusterbench cost.json ({first})") from None
-
-
 def cost_json(table: CostTable) -> str:
     return json.dumps(table.to_dict(), indent=2, allow_nan=False) + "\n"
 
 
 def section(results: Results, run: RunView) -> Section | None:
-    """The cost section (None: the run has no training throughput to price)."""
-    try:
-        request = read_request(run.run_dir) if run.run_dir is not None else None
-        table = cost_table(results, request or CostRequest())
-    except NoThroughput:
+    """The run's one cost table (None: the run has no training throughput to price)."""
+    table = run.cost
+    if table is None:
         return None
-    except Exception as exc:  # the cost must never cost the run its summary: say why instead
-        why = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
+    if isinstance(table, str):  # the cost must never cost the run its summary: say why instead
         return Section(
-            NAME, grids=[Grid(title="cost: not computed", header=("why",), rows=[(why,)])]
+            NAME, grids=[Grid(title="cost: not computed", header=("why",), rows=[(table,)])]
         )
     return Section(NAME, grids=table_grids(table))
 
