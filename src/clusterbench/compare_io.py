@@ -17,7 +17,7 @@ from clusterbench.analysis.baseline import Baseline, builtin_baseline, compare_b
 from clusterbench.analysis.compare import Comparison, Match, compare
 from clusterbench.history_db import HistoryError, open_history
 from clusterbench.runtime.atomic import write_text_atomic
-from clusterbench.schema import Results
+from clusterbench.schema import Results, invalid_results_reason
 from clusterbench.thresholds import Thresholds, run_thresholds
 
 __all__ = [
@@ -60,7 +60,9 @@ def _read_json(path: Path, *, what: str) -> Any:
         raise ValueError(f"{path}: not a {what} (malformed JSON: {exc.msg})") from None
 
 
-def _invalid(path: Path, what: str, exc: ValidationError) -> ValueError:
+def _invalid(path: Path, what: str, exc: ValidationError, data: Any = None) -> ValueError:
+    if what.startswith("clusterbench results.json"):
+        return ValueError(f"{path}: not a {what} ({invalid_results_reason(data, exc)})")
     err = exc.errors()[0]
     where = ".".join(str(p) for p in err["loc"]) or "top level"
     return ValueError(f"{path}: not a {what} ({where}: {err['msg'].lower()})")
@@ -73,7 +75,7 @@ def load_run(path: str | Path) -> Results:
     try:
         return Results.model_validate(data)
     except ValidationError as exc:
-        raise _invalid(p, "clusterbench results.json", exc) from None
+        raise _invalid(p, "clusterbench results.json", exc, data) from None
 
 
 def load_baseline(source: str | Path) -> Baseline:
@@ -120,7 +122,7 @@ def load_compared(source: str | Path, *, history: Path | None = None) -> Results
     try:
         return Results.model_validate(data)
     except ValidationError as exc:
-        raise _invalid(p, "clusterbench results.json or baseline file", exc) from None
+        raise _invalid(p, "clusterbench results.json or baseline file", exc, data) from None
 
 
 def write_baseline(baseline: Baseline, path: Path) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 SCHEMA_VERSION: Final = 1
 
@@ -471,6 +471,24 @@ def load_results(path: str | Path) -> Results:
     if p.is_dir():
         p = p / "results.json"
     return Results.model_validate_json(p.read_text(encoding="utf-8"))
+
+
+def invalid_results_reason(data: Any, exc: ValidationError) -> str:
+    """Why ``data`` (a JSON document) is not a clusterbench results.json, in a few words rather
+    than pydantic's report: another program's file says so; else the first problem found (and
+    how many more)."""
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__}, not an object"
+    tool = data.get("tool")
+    if not isinstance(tool, dict) or tool.get("name", "clusterbench") != "clusterbench":
+        return "written by another program: no clusterbench 'tool' entry"
+    if "schema_version" not in data:
+        return "no 'schema_version': not written by clusterbench"
+    errors = exc.errors()
+    first = errors[0]
+    where = ".".join(str(p) for p in first["loc"]) or "top level"
+    more = f"; {len(errors) - 1} more problem(s)" if len(errors) > 1 else ""
+    return f"{where}: {first['msg'].lower()}{more}"
 
 
 def results_json_schema() -> dict[str, Any]:

@@ -18,7 +18,6 @@ from clusterbench.cli._common import (
     PlainUsage,
     _compare_thresholds,
     _console,
-    _first_line,
     _split,
     _usage_error,
     app,
@@ -686,9 +685,9 @@ def history_import(
 ) -> None:
     """Record run folders in the history (again): the database rebuilt from the run folders.
     A run already recorded is replaced; folders that cannot be read are listed, one line each."""
+    from clusterbench.compare_io import load_run
     from clusterbench.history_db import HistoryError, find_run_folders, open_history
     from clusterbench.report.history import import_progress
-    from clusterbench.schema import load_results
 
     folders, problems = find_run_folders(dirs)
     imported = 0
@@ -696,9 +695,9 @@ def history_import(
         with open_history(history) as store, import_progress(len(folders)) as advance:
             for folder in folders:
                 try:
-                    results = load_results(folder)
-                except (OSError, ValueError) as exc:
-                    problems.append(f"{folder}: {_first_line(exc)}")
+                    results = load_run(folder)
+                except ValueError as exc:  # one line, naming the folder or file
+                    problems.append(str(exc))
                 else:
                     store.record(results, folder)
                     imported += 1

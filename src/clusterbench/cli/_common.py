@@ -18,7 +18,6 @@ __all__ = [
     "PlainUsage",
     "_compare_thresholds",
     "_console",
-    "_first_line",
     "_split",
     "_usage_error",
     "app",
@@ -84,14 +83,6 @@ def _main(
     ] = False,
 ) -> None:
     """Benchmark a GPU cluster for AI workloads, find what makes it slow, say what to fix."""
-
-
-def _first_line(exc: BaseException) -> str:
-    if isinstance(exc, OSError):
-        return f"cannot read results.json ({exc.strerror or exc})"
-    lines = str(exc).splitlines()
-    # pydantic: "1 validation error for Results\nfield\n  message"
-    return "not a valid results.json: " + " ".join(line.strip() for line in lines[:3])
 
 
 def _compare_thresholds(config: Path | None, sets: list[str]) -> Thresholds:

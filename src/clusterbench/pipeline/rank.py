@@ -41,7 +41,7 @@ from clusterbench.pipeline.collect import (
     flight_store,
 )
 from clusterbench.pipeline.finish import Finished, ResultsWriteError, finish
-from clusterbench.pipeline.spec import RunSpec, prepare_run_dir
+from clusterbench.pipeline.spec import RunSpec, prepare_run_dir, run_id_for
 from clusterbench.runtime.budget import BudgetSchedule
 from clusterbench.runtime.dist import (
     DistContext,
@@ -222,7 +222,7 @@ def _report_start_failure(spec: RunSpec, *, message: str, world_size: int) -> No
     device = f"{'cuda' if spec.device_type == 'cuda' else 'cpu'}:{local_rank}"
     try:
         run_dir = prepare_run_dir(spec.out, workers=world_size)
-        spec.run_dir, spec.run_id = str(run_dir), run_dir.name
+        spec.run_dir, spec.run_id = str(run_dir), run_id_for(run_dir, spec.started)
         log = RankLog(run_dir, 0)
         log.write(Hello(host=socket.gethostname(), local_rank=int(local_rank), device=device))
         log.write(Error(benchmark=None, message=message))
@@ -359,7 +359,7 @@ def _share_run_dir(ctx: DistContext, spec: RunSpec) -> None:
     run_dir, error = ctx.broadcast_from_root((run_dir, error))
     if error:
         raise ConfigError(error)
-    spec.run_dir, spec.run_id = run_dir, Path(run_dir).name
+    spec.run_dir, spec.run_id = run_dir, run_id_for(run_dir, spec.started)
     ctx.run_dir = Path(run_dir)
     ctx.run_dir.mkdir(parents=True, exist_ok=True)  # other nodes' local copy
 

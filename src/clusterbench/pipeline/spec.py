@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import shutil
 import socket
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ __all__ = [
     "min_free_bytes",
     "now_utc",
     "prepare_run_dir",
+    "run_id_for",
 ]
 
 
@@ -96,6 +98,21 @@ class RunSpec:
 
 def now_utc() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+_STAMPED = re.compile(r"^\d{8}T\d{6}Z(-|$)")
+"""A folder name that starts with a UTC time stamp (clusterbench's own: 20261206T071500Z-node7)."""
+
+
+def run_id_for(run_dir: Path | str, started: str) -> str:
+    """The run's id: its folder's name where that starts with a time stamp (clusterbench's own
+    folders), else the name and the run's start (``run-20261206T071500Z``), so that runs written
+    to folders of one name (``--out /scratch/cb/run`` every week) keep ids of their own."""
+    name = Path(run_dir).name
+    if _STAMPED.match(name):
+        return name
+    when = dt.datetime.fromisoformat(started).astimezone(dt.timezone.utc)
+    return f"{name}-{when.strftime('%Y%m%dT%H%M%SZ')}"
 
 
 def default_run_dir() -> Path:

@@ -43,7 +43,13 @@ from clusterbench.pipeline.plan import (
     plan_run,
     read_history,
 )
-from clusterbench.pipeline.spec import FinishOptions, RunSpec, now_utc, prepare_run_dir
+from clusterbench.pipeline.spec import (
+    FinishOptions,
+    RunSpec,
+    now_utc,
+    prepare_run_dir,
+    run_id_for,
+)
 from clusterbench.runtime.launch import (
     WorkerFailure,
     detect_launcher,
@@ -210,7 +216,7 @@ def run(
         plugin_modules=_plugin_modules(config),
         expect_nodes=_expect_nodes(expect_nodes),
         join_timeout_s=_join_timeout(join_timeout_s, timeout_s=config.timeout_s),
-        launcher=launcher,
+        launcher=launcher or ("clusterbench" if launcher_env is None else None),
         finish=_finish_options(
             baseline,
             exports,
@@ -238,7 +244,7 @@ def run(
     num_workers = _num_workers(nproc, device_type, oversubscribe=oversubscribe)
     run_dir = None if plan_only else prepare_run_dir(out, workers=num_workers)
     if run_dir is not None:
-        spec.run_dir, spec.run_id = str(run_dir), run_dir.name
+        spec.run_dir, spec.run_id = str(run_dir), run_id_for(run_dir, spec.started)
     plan = _plan_fitted_to_budget(spec, world_size=num_workers, local_world_size=num_workers,
                     history=history if use_history else False)  # fmt: skip
     if announce is not None:
