@@ -72,6 +72,8 @@ class Opened:
     plots: list[dict[str, Any]]
     blob: dict[str, Any]
     png: bytes
+    hidden: list[str]
+    """The tables beside a plot that hide columns behind a scrollbar (their first words)."""
 
 
 @pytest.fixture
@@ -123,8 +125,14 @@ def open_page(driver: webdriver.Chrome, path: Path, *, timeout_s: float = 120) -
     blob = driver.execute_script(
         "return JSON.parse(document.getElementById('cb-data').textContent)"
     )
+    hidden = driver.execute_script(
+        """return Array.from(document.querySelectorAll('.pair .tbl'))
+             .filter(function (e) { return e.scrollWidth > e.clientWidth + 1; })
+             .map(function (e) { return e.textContent.slice(0, 60); });"""
+    )
     driver.execute_script("window.scrollTo(0, 0)")
     return Opened(
+        hidden=hidden,
         severe=[e for e in driver.get_log("browser") if e["level"] == "SEVERE"],
         requests=requests,
         plots=plots,
@@ -137,6 +145,7 @@ def assert_sound(opened: Opened, html: str) -> None:
     """No JavaScript error, every plot drawn with points, a screenshot of more than a few
     colours, nothing fetched from elsewhere and nothing in the file that would."""
     assert opened.severe == []
+    assert opened.hidden == []  # no table beside a plot hides columns behind a scrollbar
     assert opened.plots, "no plot on the page"
     for plot in opened.plots:
         assert plot["traces"] > 0 and plot["points"] > 0, plot

@@ -202,6 +202,23 @@ def test_a_plot_of_a_section_table_does_not_repeat_it() -> None:
     assert html.count("pairs, GB/s") == 1
 
 
+def test_a_matrix_of_many_nodes_folds_below_its_heatmap_not_beside_it() -> None:
+    r = results(meas(700.0))
+    nodes = [f"node{i:02d}" for i in range(16)]
+    matrix = Matrix(title="pairs", unit="GB/s", devices=nodes, cells={(nodes[0], nodes[1]): 3.0})
+    small = Matrix(title="few", unit="GB/s", devices=nodes[:3], cells={(nodes[0], nodes[1]): 3.0})
+    section = Section("gemm", matrices=[matrix, small])
+    z = [[None] * 16 for _ in range(16)]
+    plot = Plot(title="pairs", figure={"data": [{"type": "heatmap", "z": z}]}, table=matrix)
+    bare = Plot(title="bare", figure={"data": [{"type": "bar", "x": ["a"], "y": [1]}]})
+    html = render_html(analysis(r, [section], {"gemm": [plot, bare]}))
+    first, second = html.split('<div class="pair">')[1:3]
+    beside = first.split("</figure>", 1)[1].split("</div></div>", 1)[0]
+    assert "pairs, GB/s" not in beside  # 16 x 16 values: not beside the plot...
+    assert "<details><summary>the 16 x 16 values of pairs</summary>" in first  # ...but below
+    assert "few, GB/s" in second and html.count("pairs, GB/s") == 1  # a small one stays beside
+
+
 def test_figures_that_raise_cost_their_benchmark_a_note_not_the_report(
     small: Results, monkeypatch: pytest.MonkeyPatch
 ) -> None:

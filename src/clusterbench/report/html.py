@@ -35,7 +35,7 @@ from clusterbench.report.html_header import (
     verdict_block,
     wall_time_block,
 )
-from clusterbench.report.html_tables import section_tables, table_of
+from clusterbench.report.html_tables import section_blocks, table_of
 from clusterbench.schema import Results
 from clusterbench.views.cells import Grid, Matrix, Section
 from clusterbench.views.plots import Plot
@@ -55,6 +55,8 @@ FETCHING_TRACES = frozenset(
     }
 )
 """Trace types plotly draws from map tiles or topojson it downloads: never drawn here."""
+_MATRIX_BESIDE_MAX = 12
+"""A matrix of more devices than this folds below its heatmap instead of standing beside it."""
 _TABLES_BESIDE = 2
 _TABLES_OPEN = 6
 """A benchmark's tables shown below its plots; more are folded under one line."""
@@ -189,7 +191,10 @@ def _benchmark(
     )
     html = [f'<section id="{anchor}"><h2>{heading}</h2>']
     shown: list[Grid | Matrix] = [p.table for p in plots if p.table is not None]
-    rest = section_tables(section, shown=shown)
+    blocks = section_blocks(section, shown=shown)
+    # a matrix of many nodes never stands beside a plot: it is read on its heatmap
+    besides = [html for block, html in blocks if not _too_wide(block)]
+    rest = [html for block, html in blocks if _too_wide(block)]
     for plot in plots:
         why_not = _drawable(plot)
         if why_not is not None:
@@ -213,11 +218,21 @@ def _benchmark(
             + (f'<ul class="notes">{notes}</ul>' if notes else "")
             + "</figure>"
         )
-        if plot.table is not None:
+        below = ""
+        if _too_wide(plot.table):
+            assert isinstance(plot.table, Matrix)
+            # a matrix of many nodes is read on its heatmap; its values, too wide for any
+            # page, fold below it (scrolled there, not hidden beside the plot)
+            n = len(plot.table.devices)
+            beside = ""
+            below = (f"<details><summary>the {n} x {n} values of {escape(plot.title)}"
+                     f"</summary>{table_of(plot.table)}</details>")  # fmt: skip
+        elif plot.table is not None:
             beside = table_of(plot.table)
         else:  # the section's first tables; more would make the column far longer than the plot
-            beside, rest = "".join(rest[:_TABLES_BESIDE]), rest[_TABLES_BESIDE:]
-        html.append(f'<div class="pair">{figure}<div>{beside}</div></div>')
+            beside, besides = "".join(besides[:_TABLES_BESIDE]), besides[_TABLES_BESIDE:]
+        html.append(f'<div class="pair">{figure}<div>{beside}</div></div>{below}')
+    rest = besides + rest
     html.extend(rest[:_TABLES_OPEN])
     if len(rest) > _TABLES_OPEN:  # a 64-node run has a busbw and a latency table per group
         folded = "".join(rest[_TABLES_OPEN:])
@@ -229,6 +244,10 @@ def _benchmark(
         html.append('<p class="dim">Nothing to show.</p>')
     html.append("</section>")
     return "".join(html)
+
+
+def _too_wide(block: Grid | Matrix | None) -> bool:
+    return isinstance(block, Matrix) and len(block.devices) > _MATRIX_BESIDE_MAX
 
 
 def _blob(figures: list[dict[str, Any]]) -> str:

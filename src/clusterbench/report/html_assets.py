@@ -60,9 +60,9 @@ border-top:1px dashed var(--line)}
 dd.differs{color:var(--warn);font-weight:600}
 nav.toc ol{margin:.2rem 0;padding-left:1.4rem;columns:16rem}
 nav.toc a{text-decoration:none}nav.toc .dim{color:var(--dim)}
-.pair{display:grid;grid-template-columns:minmax(0,3fr) minmax(0,2fr);gap:1.2rem;align-items:start;
-margin:.6rem 0 1.2rem}
-@media (max-width:1000px){.pair{grid-template-columns:minmax(0,1fr)}}
+.pair{display:flex;flex-wrap:wrap;gap:1.2rem;align-items:flex-start;margin:.6rem 0 1.2rem}
+.pair>figure{flex:1 1 30rem;min-width:0}
+.pair>div{flex:0 1 auto;max-width:100%;min-width:0}
 figure{margin:0}figcaption{font-weight:600;margin-bottom:.2rem}
 .plot{width:100%;min-height:22rem}
 .notes{margin:.3rem 0 0;padding-left:1.2rem;color:var(--dim)}

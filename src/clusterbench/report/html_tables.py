@@ -32,6 +32,7 @@ __all__ = [
     "matrix_table",
     "number_in",
     "rows_table",
+    "section_blocks",
     "section_tables",
     "table",
     "table_of",
@@ -148,9 +149,18 @@ def table_of(block: Grid | Matrix) -> str:
 def section_tables(section: Section, *, shown: Sequence[Grid | Matrix] = ()) -> list[str]:
     """The section's tables (rows, then matrices, then grids), less those in ``shown`` (drawn
     beside a plot already)."""
-    parts = [rows_table(section)] if section.rows else []
-    parts += [matrix_table(m) for m in section.matrices if not any(m == s for s in shown)]
-    parts += [grid_table(g) for g in section.grids if not any(g == s for s in shown)]
+    return [html for _, html in section_blocks(section, shown=shown)]
+
+
+def section_blocks(
+    section: Section, *, shown: Sequence[Grid | Matrix] = ()
+) -> list[tuple[Grid | Matrix | None, str]]:
+    """:func:`section_tables` with the block each table shows (None: the section's rows)."""
+    parts: list[tuple[Grid | Matrix | None, str]] = (
+        [(None, rows_table(section))] if section.rows else []
+    )
+    parts += [(m, matrix_table(m)) for m in section.matrices if not any(m == s for s in shown)]
+    parts += [(g, grid_table(g)) for g in section.grids if not any(g == s for s in shown)]
     return parts
 
 
