@@ -1,6 +1,6 @@
 """Shared pytest hooks: tests marked ``gpu`` are skipped where CUDA is unavailable, and every
 test's runs are recorded in a history database of its own (a module's shared fixtures' in one
-of the session's), never the user's; ``world``: a
+of the session's), never the user's, and caches go to the session's folder; ``world``: a
 one-rank gloo process group for a test that calls a benchmark in its own process."""
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ def _shared_history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         path = tmp_path_factory.mktemp("history-shared") / "history.sqlite"
         patch.setenv(HISTORY_ENV, str(path))
+        # the report's packed plotly.js is cached here, not in the user's ~/.cache
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
         # the CLI's tables are as wide as COLUMNS says (120 without it, off a terminal):
         # pytest-xdist sets it to 80 in its workers, a user's shell may set anything
         patch.delenv("COLUMNS", raising=False)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
 
-__all__ = ["Page", "Table", "external_references", "parse_page"]
+__all__ = ["Page", "Table", "external_references", "parse_page", "plotly_in"]
 
 
 @dataclass
@@ -161,3 +161,13 @@ def external_references(html: str) -> list[str]:
     # anywhere at all, plotly's bundle included: CSS url() to a host, or an @import
     found += [f"file: {m.group(0)}" for m in _CSS_URL.finditer(html)]
     return found
+
+
+def plotly_in(html: str) -> list[str]:
+    """The plotly.js the page carries, unpacked (gzip, base64 in ``cb-plotly``): one each."""
+    import base64
+    import gzip
+
+    page = parse_page(html)
+    packed = [body for attrs, body in page.scripts if attrs.get("id") == "cb-plotly"]
+    return [gzip.decompress(base64.b64decode(body)).decode("utf-8") for body in packed]

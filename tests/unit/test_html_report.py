@@ -25,7 +25,7 @@ from clusterbench.runtime.records import End, Hello, MeasurementRecord, Start
 from clusterbench.schema import ErrorRecord, Finding, Measurement, Results
 from clusterbench.views.cells import Grid, Matrix, Section, matrix_title
 from clusterbench.views.plots import Plot, PlotContext
-from tests.html_page import external_references, parse_page
+from tests.html_page import external_references, parse_page, plotly_in
 from tests.pages import analysis
 from tests.report_figures import heatmap, own_figures
 from tests.synthetic_cluster import cluster_results
@@ -125,7 +125,7 @@ def test_every_text_is_escaped() -> None:
     assert "<script>alert" not in html and "<b>&amp;" not in html
     page = parse_page(html)
     assert [t for t, _ in page.tags].count("b") == 0
-    assert len(page.scripts) == 5  # the data, plotly's config and bundle, draw and sort
+    assert len(page.scripts) == 6  # the data, plotly's config and packed bundle, draw, sort, unpack
     assert evil in page.text  # shown as text, whole
     (figure,) = page.blob["figures"]
     assert figure["title"] == evil and figure["data"][0]["x"] == [evil]
@@ -312,7 +312,8 @@ def test_a_64_node_run_renders_whole() -> None:
         and page.tables[0].row_classes[0] == "sev-fail"
     )
     assert "63 hosts: gpu-node-000 … gpu-node-062" in page.text
-    assert html.count("plotly.js v") == 1 and external_references(html) == []
+    (plotly,) = plotly_in(html)  # plotly.js once, compressed
+    assert "plotly.js v" in plotly[:200] and external_references(html) == []
 
 
 # --- report.html at the end of a run ------------------------------------------------------------
@@ -499,3 +500,25 @@ def test_the_page_json_is_plain_json(small: Results) -> None:
     assert blob["config"]["displaylogo"] is False and blob["config"]["responsive"] is True
     assert json.loads(json.dumps(blob)) == blob
     assert {f["benchmark"] for f in blob["figures"]} == set(plots)
+
+
+def test_plotly_is_packed_once_and_then_read_from_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import base64
+    import gzip
+
+    from clusterbench.report import html_assets
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    packed = html_assets.plotly_packed.__wrapped__()
+    assert gzip.decompress(base64.b64decode(packed)).decode() == html_assets.plotly_js()
+    (cached,) = (tmp_path / "clusterbench").glob("plotly-*.js.gz.b64")
+    assert cached.read_text() == packed
+    assert len(packed) < 0.45 * len(html_assets.plotly_js())  # 4.8 MB -> 2.0 MB
+
+    def no_compressing(*args: object, **kwargs: object) -> bytes:
+        raise AssertionError("compressed again")
+
+    monkeypatch.setattr(gzip, "compress", no_compressing)
+    assert html_assets.plotly_packed.__wrapped__() == packed  # read back, not compressed

@@ -26,7 +26,14 @@ from clusterbench.analysis.compare import Comparison
 from clusterbench.analysis.run import RunAnalysis
 from clusterbench.report.advice import ADVICE_TITLE
 from clusterbench.report.drain import drain_html
-from clusterbench.report.html_assets import CSS, DRAW_JS, PLOTLY_CONFIG, SORT_JS, plotly_js
+from clusterbench.report.html_assets import (
+    CSS,
+    DRAW_JS,
+    LOAD_JS,
+    PLOTLY_CONFIG,
+    SORT_JS,
+    plotly_packed,
+)
 from clusterbench.report.html_compare import comparison_block
 from clusterbench.report.html_header import (
     advice_block,
@@ -286,6 +293,7 @@ def _page(title: str, body: str, figures: list[dict[str, Any]]) -> str:
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body><main>{body}</main>"
         f'<script type="application/json" id="cb-data">{_blob(figures)}</script>'
         "<script>window.PlotlyConfig = {MathJaxConfig: 'local'};</script>"
-        f"<script>{plotly_js()}</script><script>{DRAW_JS}</script><script>{SORT_JS}</script>"
+        f'<script type="application/octet-stream" id="cb-plotly">{plotly_packed()}</script>'
+        f"<script>{DRAW_JS}</script><script>{SORT_JS}</script><script>{LOAD_JS}</script>"
         "</body></html>\n"
     )
