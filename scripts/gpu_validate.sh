@@ -37,6 +37,9 @@ if compgen -G ".whl/*.whl" >/dev/null; then
   export PYTHONPATH="/tmp/cb-site:${PYTHONPATH:-}"
 fi
 export PYTHONPATH="$PWD/src:${PYTHONPATH:-}"
+# byte-compiled as `pip install` leaves a package (this machine may set PYTHONDONTWRITEBYTECODE,
+# and every command would compile clusterbench's sources again)
+python3 -m compileall -q src >/dev/null
 
 {
   date -u +"%Y-%m-%dT%H:%M:%SZ"
