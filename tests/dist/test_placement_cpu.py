@@ -46,7 +46,7 @@ def _check_block(results: Results, *, world: int, launcher: str) -> None:
 def test_own_launch_records_every_rank_and_warns_of_nothing(tmp_path: Path) -> None:
     results = cpu_run(tmp_path / "run", "doctor", nproc=3)
     _check_block(results, world=3, launcher="clusterbench")
-    table = section(results)
+    table = section(results, analysis(results))
     assert table is not None
     text = render_markdown(analysis(results, [table]))
     assert "placement: where each rank ran" in text
