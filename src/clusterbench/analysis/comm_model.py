@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from clusterbench.benchmarks.collectives import CollectivesMetrics
+from clusterbench.benchmarks.collectives.facts import bus_factor
 from clusterbench.schema import Measurement, Results
 
 if TYPE_CHECKING:  # numpy is imported where used: a run without a prediction needs none
@@ -56,17 +57,19 @@ Algorithm = Literal["ring", "tree"]
 ALGORITHMS: tuple[Algorithm, ...] = ("ring", "tree")
 
 _Coeffs = Callable[[int], tuple[float, float]]
-_CHUNKED: _Coeffs = lambda p: (p - 1.0, (p - 1.0) / p)  # noqa: E731
+# The bandwidth term of a ring algorithm is the bytes each rank moves per byte of the message:
+# nccl-tests' bus factor, from the one table of per-op facts (benchmarks/collectives/facts.py).
+_CHUNKED: _Coeffs = lambda p: (p - 1.0, bus_factor("all_gather", p))  # noqa: E731
 _FORMULAS: dict[tuple[str, Algorithm], _Coeffs] = {
     # ring reduce-scatter then ring all-gather (Thakur et al. 2005, sections 4.4 and 4.5)
-    ("all_reduce", "ring"): lambda p: (2.0 * (p - 1), 2.0 * (p - 1) / p),
+    ("all_reduce", "ring"): lambda p: (2.0 * (p - 1), bus_factor("all_reduce", p)),
     # reduce up, broadcast down a pipelined binary tree (NCCL's double binary trees): the
     # latency of the tree's depth twice, each byte over a link once each way
     ("all_reduce", "tree"): lambda p: (2.0 * math.ceil(math.log2(p)), 2.0),
     ("all_gather", "ring"): _CHUNKED,  # ring all-gather (Thakur et al. 2005, section 4.1)
     ("reduce_scatter", "ring"): _CHUNKED,  # ring / pairwise reduce-scatter (section 4.5)
     ("all_to_all", "ring"): _CHUNKED,  # pairwise exchange, p-1 steps of n/p (section 4.6)
-    ("send_recv", "ring"): lambda p: (1.0, 1.0),  # Hockney: one message of n bytes
+    ("send_recv", "ring"): lambda p: (1.0, bus_factor("send_recv", p)),  # Hockney: one message
 }
 
 
