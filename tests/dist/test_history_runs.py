@@ -50,12 +50,14 @@ def test_two_runs_finishing_at_once_are_both_recorded(tmp_path: Path) -> None:
         assert "warning" not in stderr and f"history: {db}" in stdout
     with open_history(db) as history:
         rows = {r.id: r for r in history.runs()}
-        assert set(rows) == {"a", "b"}
+        assert len(rows) == 2
         for name in ("a", "b"):
             results = load_results(tmp_path / name)
-            assert rows[name].num_measurements == len(results.measurements) > 0
-            assert rows[name].run_dir == str((tmp_path / name).absolute())
-            assert history.load(name) == [results]
+            run_id = results.run.id  # the folder's name and the run's start
+            assert run_id.startswith(f"{name}-") and run_id in rows
+            assert rows[run_id].num_measurements == len(results.measurements) > 0
+            assert rows[run_id].run_dir == str((tmp_path / name).absolute())
+            assert history.load(run_id) == [results]
 
 
 _WRITER = textwrap.dedent(
@@ -121,7 +123,7 @@ def test_a_garbage_history_costs_one_warning_not_the_run(tmp_path: Path) -> None
     assert "imported 1 run(s)" in imported.stdout
     listed = json.loads(cli("history", "--json", "--history", str(fresh)).stdout)
     assert [(r["id"], r["num_measurements"]) for r in listed] == [
-        ("run", len(results.measurements))
+        (results.run.id, len(results.measurements))
     ]
 
 
@@ -139,5 +141,6 @@ def test_no_history_writes_nothing_and_a_failed_run_is_recorded(tmp_path: Path) 
     assert proc.returncode == 3, proc.stderr[-2000:]
     with open_history(db) as history:
         (row,) = history.runs()
-    assert (row.id, row.status) == ("failing", "failed")
+    assert (row.id, row.status) == (load_results(failing).run.id, "failed")
+    assert row.id.startswith("failing-")
     assert row.run_dir == str(failing.absolute())

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from clusterbench.analysis.cost import CostTable
     from clusterbench.analysis.prediction import Prediction
     from clusterbench.schema import Results
     from clusterbench.thresholds import Thresholds
@@ -30,11 +29,6 @@ class RunView(Protocol):
     @property
     def thresholds(self) -> Thresholds:
         """The limits the run is judged by."""
-
-    @property
-    def cost(self) -> CostTable | str | None:
-        """The run's one cost table at its folder's prices (None: no training throughput to
-        price; the reason where it could not be computed)."""
 
     @property
     def prediction(self) -> Prediction | str | None:

@@ -17,7 +17,7 @@ from clusterbench.views.figures import Trace, axis, color, figure, layout
 from clusterbench.views.plots import Plot
 
 if TYPE_CHECKING:
-    from clusterbench.analysis.view import RunView
+    from clusterbench.analysis.run import RunAnalysis
 
 __all__ = ["figures", "spend_after"]
 
@@ -88,7 +88,7 @@ def _findings(table: CostTable) -> Plot:
     )
 
 
-def figures(results: Results, run: RunView) -> list[Plot]:
+def figures(results: Results, run: RunAnalysis) -> list[Plot]:
     """The spend over months (with a cloud and an on-prem offer) and the findings' prices;
     [] without prices in ``run_dir``."""
     table = run.cost

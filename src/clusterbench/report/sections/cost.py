@@ -26,7 +26,7 @@ from clusterbench.units import format_seconds
 from clusterbench.views.cells import Grid, Section, format_value
 
 if TYPE_CHECKING:
-    from clusterbench.analysis.view import RunView
+    from clusterbench.analysis.run import RunAnalysis
 
 __all__ = [
     "COST_FILE",
@@ -261,7 +261,7 @@ def cost_json(table: CostTable) -> str:
     return json.dumps(table.to_dict(), indent=2, allow_nan=False) + "\n"
 
 
-def section(results: Results, run: RunView) -> Section | None:
+def section(results: Results, run: RunAnalysis) -> Section | None:
     """The run's one cost table (None: the run has no training throughput to price)."""
     table = run.cost
     if table is None:
