@@ -182,6 +182,7 @@ def test_the_library_run_finishes_as_the_command_does(tmp_path: Path) -> None:
     written = load_results(tmp_path / "second")
     assert [f.id for f in written.findings] == [f.id for f in second.results.findings]
     assert "gemm" in (tmp_path / "second" / "results.csv").read_text()
+    assert second.exported == [f"csv: {tmp_path / 'second' / 'results.csv'}"]
     assert (tmp_path / "second" / "report.html").is_file()
     from clusterbench.history_db import open_history
 

@@ -208,7 +208,9 @@ def test_run_export_writes_every_format_and_a_failed_push_costs_one_line(tmp_pat
     (folder,) = (out / "wandb").glob("offline-run-*")
     check_wandb(folder, results)
     for fmt, name in (("csv", "results.csv"), ("prometheus", "metrics.prom")):
-        assert f"{fmt}: {out / name}\n" in proc.stdout
+        said = f"{fmt}: {out / name}\n"
+        # where each went, after the summary and the run's files
+        assert said in proc.stdout and proc.stdout.index(said) > proc.stdout.index("results: ")
     # 'clusterbench export' of the same run gives the same CSV
     again = cli("export", str(out), "-f", "csv", "-o", "-")
     assert again.stdout == (out / "results.csv").read_text()

@@ -309,6 +309,8 @@ def _print_run(outcome: RunOutcome, *, verbose: bool) -> None:
         console.print(f"report: {page}", soft_wrap=True)
     if outcome.history is not None:
         console.print(f"history: {outcome.history}", soft_wrap=True)
+    for line in outcome.exported:  # csv: <path>, ...
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
     for err in results.errors[:1]:
         typer.echo(f"clusterbench: run failed: {err.message}", err=True)
 

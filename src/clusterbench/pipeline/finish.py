@@ -8,7 +8,7 @@ from __future__ import annotations
 import socket
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterbench._version import __version__
@@ -48,6 +48,8 @@ class Finished:
     exit_code: int
     history: Path | None = None
     """The history database the run was recorded in (None: not recorded)."""
+    exported: list[str] = field(default_factory=list)
+    """Where each export went (``csv: <path>``), to print after the run's summary."""
 
     @property
     def results(self) -> Results:
@@ -78,7 +80,6 @@ def finish(
     run = RunAnalysis(results, run_dir=Path(spec.run_dir))
     # Findings benchmarks recorded themselves (e.g. doctor's checks) come first, then analysis.
     results.findings = [*results.findings, *analyze(run)]
-    previous: list[Results] = []
     if options.baseline is not None:
         previous, warning = previous_runs(
             results, path=options.history, enabled=options.record_history
@@ -98,12 +99,15 @@ def finish(
     if code == EXIT_OK and run.comparison is not None and run.comparison.failed:
         code = EXIT_FAIL_FINDING
     recorded = _record(run, options) if options.record_history else None
+    exported: list[str] = []
     if options.exports is not None:
         from clusterbench.report.export_request import do_exports
 
-        for line in do_exports(results, options.exports, run_dir=Path(spec.run_dir)):
+        folder = Path(spec.run_dir)
+        failed = do_exports(results, options.exports, run_dir=folder, say=exported.append)
+        for line in failed:
             _warn(f"export not done: {line}")
-    return Finished(run=run, exit_code=code, history=recorded)
+    return Finished(run=run, exit_code=code, history=recorded, exported=exported)
 
 
 def write_partial(

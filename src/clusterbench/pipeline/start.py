@@ -97,6 +97,8 @@ class RunOutcome:
     None where ``results`` are None or were not written."""
     history: Path | None = None
     """The history database the run was recorded in; None when it was not."""
+    exported: list[str] = dataclasses.field(default_factory=list)
+    """Where each ``exports`` format went (``csv: <path>``)."""
 
     @property
     def comparison(self) -> Any:
@@ -536,7 +538,7 @@ def _launch(spec: RunSpec, *, num_workers: int) -> RunOutcome:
 
 def _outcome(done: Finished, run_dir: Path) -> RunOutcome:
     return RunOutcome(results=done.results, run_dir=run_dir, exit_code=done.exit_code,
-                      analysis=done.run, history=done.history)  # fmt: skip
+                      analysis=done.run, history=done.history, exported=done.exported)  # fmt: skip
 
 
 def _outcome_of_unwritten_results(exc: ResultsWriteError, run_dir: Path) -> RunOutcome:

@@ -4,8 +4,10 @@ run's finish)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,16 +65,24 @@ def export_request(
     return ExportRequest(chosen, output, pushgateway, project)
 
 
-def do_exports(results: Results, request: ExportRequest, *, run_dir: Path) -> list[str]:
+def do_exports(
+    results: Results,
+    request: ExportRequest,
+    *,
+    run_dir: Path,
+    say: Callable[[str], None] | None = None,
+) -> list[str]:
     """Every export asked for, one after the other (one that fails does not stop the next);
-    prints where each went and returns one line per failure."""
-
+    says where each went (``say``, default: a line on stdout, on stderr when the export itself
+    goes to stdout) and returns one line per failure."""
     to_stdout = request.output is not None and str(request.output) == "-"
+    if say is None:
+        say = functools.partial(print, file=sys.stderr if to_stdout else sys.stdout)
     failures = []
     for fmt in request.formats:
         try:
             for line in _export_one(results, fmt, request=request, run_dir=run_dir):
-                print(f"{fmt}: {line}", file=sys.stderr if to_stdout else sys.stdout)
+                say(f"{fmt}: {line}")
         except ExportError as exc:
             failures.append(f"{fmt}: {exc}")
     if request.pushgateway is not None:
@@ -84,8 +94,7 @@ def do_exports(results: Results, request: ExportRequest, *, run_dir: Path) -> li
             failures.append(f"pushgateway: {exc}")
         else:
             group = ",".join(f"{k}={v}" for k, v in grouping.items())
-            print(f"pushgateway: {request.pushgateway} (job={PUSH_JOB},{group})",
-                  file=sys.stderr if to_stdout else sys.stdout)  # fmt: skip
+            say(f"pushgateway: {request.pushgateway} (job={PUSH_JOB},{group})")
     return failures
 
 
