@@ -426,3 +426,15 @@ def test_soak_section_line_and_figures() -> None:
     assert summary.evidence["telemetry"]["h1/cuda:0"]["temp_c_max"][-1] == 80.0
     # the benchmarks' own view keeps one round of the telemetry windows too
     assert [w.round for w in one_round(results).telemetry] == [5]
+
+
+def test_the_findings_the_finish_adds_are_in_the_soak_round_the_pages_read() -> None:
+    from clusterbench.analysis.run import RunAnalysis
+
+    results = _soak([_m(1000.0 - k, k) for k in range(3)], rounds_=3)
+    run = RunAnalysis(results)
+    assert run.one_round.findings == []  # read before the analysis: a copy of one round
+    added = Finding(id="x", severity="warn", scope="run", message="added", fix="")
+    results.findings = [added]  # as finish() adds the analysis' findings
+    assert run.one_round.findings == [added]
+    assert {m.round for m in run.one_round.measurements} == {2}

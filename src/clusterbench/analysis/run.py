@@ -59,10 +59,11 @@ class RunAnalysis:
 
         return run_prediction(self.one_round, target=self.thresholds.prediction_target_efficiency)
 
-    @cached_property
+    @property
     def one_round(self) -> Results:
         """The round the benchmarks' verdicts, sections and plots show (the whole run unless a
-        soak)."""
+        soak).  Taken anew at each use: a soak's round is a copy, and the findings the finish
+        adds after the analysis must be in it."""
         return one_round(self.results)
 
     def add_comparison(self, comparison: Comparison) -> None:
