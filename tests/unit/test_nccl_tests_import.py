@@ -1,0 +1,73 @@
+"""nccl-tests' outputs read into measurements, on real outputs recorded on one H100
+(tests/data/nccl-tests: the text and the -J JSON each binary wrote in one run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clusterbench.analysis.nccl_tests import measurements, parse_json, parse_text
+from clusterbench.benchmarks.collectives.facts import bus_factor
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "nccl-tests"
+BINARIES = {
+    "all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
+    "broadcast": "broadcast", "alltoall": "all_to_all", "sendrecv": "send_recv",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("binary", sorted(BINARIES))
+def test_the_text_and_the_json_of_one_run_say_the_same(binary: str) -> None:
+    text = parse_text((DATA / f"{binary}_perf.txt").read_text())
+    json_ = parse_json((DATA / f"{binary}_perf.json").read_text())
+    assert text.op == json_.op == BINARIES[binary]
+    assert text.ranks == json_.ranks == 1 and text.hosts == json_.hosts == ["vm"]
+    assert text.devices == json_.devices == ["NVIDIA H100 80GB HBM3"]
+    assert text.version == "2.19.6" and text.out_of_bounds == json_.out_of_bounds == 0
+    assert [r.size_bytes for r in text.rows] == [r.size_bytes for r in json_.rows]
+    assert len(text.rows) == 24 and {r.dtype for r in text.rows} == {"fp32"}
+    for t, j in zip(text.rows, json_.rows, strict=True):
+        for mode in ("out_of_place", "in_place"):  # the text rounds to 2 decimals or 5 digits
+            assert t.time_us[mode] == pytest.approx(j.time_us[mode], rel=1e-3, abs=0.006)
+            assert t.algbw[mode] == pytest.approx(j.algbw[mode], rel=1e-3, abs=0.006)
+            assert t.busbw[mode] == pytest.approx(j.busbw[mode], rel=1e-3, abs=0.006)
+            assert t.wrong[mode] == j.wrong[mode]
+
+
+@pytest.mark.parametrize("binary", sorted(BINARIES))
+def test_busbw_is_algbw_times_our_bus_factor(binary: str) -> None:
+    """nccl-tests' own busbw against the bus factor the collectives benchmark uses."""
+    run = parse_json((DATA / f"{binary}_perf.json").read_text())
+    factor = bus_factor(run.op, run.ranks)  # one rank: 0, but 1 for broadcast and send_recv
+    for row in run.rows:
+        assert row.busbw["out_of_place"] == pytest.approx(
+            row.algbw["out_of_place"] * factor, rel=1e-5, abs=1e-6
+        )
+
+
+def test_the_measurements_use_clusterbench_s_metrics_and_units() -> None:
+    run = parse_text((DATA / "alltoall_perf.txt").read_text())
+    ms = measurements(run, host="gpu-17")
+    assert {m.host for m in ms} == {"gpu-17"} and {m.benchmark for m in ms} == {"collectives"}
+    units = {m.metric: m.unit for m in ms}
+    assert units == {"latency_us": "us", "algbw": "GB/s", "busbw": "GB/s", "num_wrong": "count"}
+    last = [m for m in ms if m.params.get("size_bytes") == 67108864]
+    assert {m.params["mode"] for m in last} == {"out_of_place", "in_place"}
+    assert all(m.params["op"] == "all_to_all" and m.params["source"] == "nccl-tests" for m in ms)
+    # in place, alltoall checks nothing (N/A): no num_wrong for it, 0 out of place
+    wrong = {m.params["mode"]: m.value for m in ms if m.metric == "num_wrong"}
+    assert wrong == {"out_of_place": 0.0}
+
+
+def test_a_bf16_sweep_and_what_is_not_an_nccl_tests_output() -> None:
+    run = parse_text((DATA / "all_reduce_bf16.txt").read_text())
+    assert [r.size_bytes for r in run.rows] == [1 << 20, 1 << 22, 1 << 24, 1 << 26]
+    assert {r.dtype for r in run.rows} == {"bf16"}
+    with pytest.raises(ValueError, match="not an nccl-tests output"):
+        parse_text("hello\nworld\n")
+    with pytest.raises(ValueError, match="not an nccl-tests size row"):
+        header = "#  size  count  type  redop  root  time  algbw  busbw  #wrong\n"
+        parse_text(f"# Collective test starting: all_reduce_perf\n{header}  8  2  float  sum\n")
+    with pytest.raises(ValueError, match="not an nccl-tests JSON output"):
+        parse_json('{"version": 3}')
