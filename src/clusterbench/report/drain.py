@@ -12,17 +12,14 @@ import json
 from html import escape
 from typing import Any
 
-from clusterbench.analysis.drain import DrainEntry, DrainList, PairEvidence, drain_list
+from clusterbench.analysis.drain import DrainEntry, DrainList, PairEvidence
 from clusterbench.analysis.node_pairs import format_pair_value
-from clusterbench.schema import Results, one_round
-from clusterbench.thresholds import run_thresholds
 
 __all__ = [
     "DRAIN_FILE",
     "drain_json",
     "drain_lines",
     "drain_markdown",
-    "run_drain_list",
 ]
 
 DRAIN_FILE = "drain.json"
@@ -31,11 +28,6 @@ _HOSTS_LEFT = {
     "slurm": "nodes left (drained nodes are no longer allocated):",
     "kubernetes": "nodes left (cordoned nodes take no new pods):",
 }
-
-
-def run_drain_list(results: Results) -> DrainList:
-    """The drain list of the run (its last complete round), by the run's own thresholds."""
-    return drain_list(one_round(results), run_thresholds(results))
 
 
 def _plans_text(dl: DrainList) -> str:

@@ -33,7 +33,6 @@ __all__ = [
     "number_in",
     "rows_table",
     "section_blocks",
-    "section_tables",
     "table",
     "table_of",
 ]
@@ -146,16 +145,11 @@ def table_of(block: Grid | Matrix) -> str:
     return matrix_table(block) if isinstance(block, Matrix) else grid_table(block)
 
 
-def section_tables(section: Section, *, shown: Sequence[Grid | Matrix] = ()) -> list[str]:
-    """The section's tables (rows, then matrices, then grids), less those in ``shown`` (drawn
-    beside a plot already)."""
-    return [html for _, html in section_blocks(section, shown=shown)]
-
-
 def section_blocks(
     section: Section, *, shown: Sequence[Grid | Matrix] = ()
 ) -> list[tuple[Grid | Matrix | None, str]]:
-    """:func:`section_tables` with the block each table shows (None: the section's rows)."""
+    """The section's tables (rows, then matrices, then grids), less those in ``shown`` (drawn
+    beside a plot already), each with the block it shows (None: the section's rows)."""
     parts: list[tuple[Grid | Matrix | None, str]] = (
         [(None, rows_table(section))] if section.rows else []
     )
