@@ -133,11 +133,11 @@ def test_results_that_do_not_fit_one_line_summary_and_exit_3(tmpfs: Callable[[in
 def test_a_report_that_does_not_fit_costs_neither_the_results_nor_the_exit_code(
     tmpfs: Callable[[int], Path],
 ) -> None:
-    # room for the rank files, results.json and summary.md of 10 tiny shapes, not for the
-    # page (plotly alone is some 5 MB)
+    # room for the rank files, results.json and summary.md of 250 tiny shapes (some 650 KiB),
+    # not for the page besides them (plotly's partial bundle and the figures: some 760 KiB)
     mount = tmpfs(TMPFS_KIB)
     out = mount / "run"
-    proc = cli(*_run_args(out, 10))
+    proc = cli(*_run_args(out, 250))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     warning = [line for line in proc.stderr.splitlines() if "report.html" in line]

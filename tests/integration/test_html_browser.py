@@ -28,6 +28,7 @@ from clusterbench import catalog
 from clusterbench.analysis.run import analyze, report_plots, summary_sections
 from clusterbench.pipeline.finish import REPORT_FILE
 from clusterbench.report.html import render_html
+from clusterbench.report.html_assets import needs_full_bundle, plotly_js
 from clusterbench.schema import Results, load_results
 from clusterbench.thresholds import Thresholds
 from clusterbench.views.plots import Plot
@@ -161,8 +162,8 @@ def assert_sound(opened: Opened, html: str) -> None:
     remote = [url for _, url in opened.requests if url.lower().startswith(_REMOTE_SCHEMES)]
     assert remote == []
     assert external_references(html) == []
-    (plotly,) = plotly_in(html)  # plotly.js once, compressed
-    assert plotly.lstrip().startswith("/**") and "plotly.js v" in plotly[:200]
+    (plotly,) = plotly_in(html)  # plotly.js once, compressed: the partial bundle, unless a
+    assert plotly == plotly_js(needs_full_bundle(opened.blob["figures"]))  # trace needs all
 
 
 def as_json(plots: dict[str, list[Plot]], results: Results) -> list[dict[str, Any]]:
@@ -246,8 +247,9 @@ def test_the_report_of_a_real_run_in_chromium(cpu_run: Path, chromium: webdriver
         m.benchmark for m in results.measurements
     }
     assert "run completed" in chromium.find_element(By.CSS_SELECTOR, ".verdict").text
-    # plotly.js compressed (4.8 MB -> 2.0 MB) and the quick run's figures: some 2 MB in all
-    assert page.stat().st_size < 2_200_000
+    # plotly.js's partial bundle compressed (1.5 MB -> 0.66 MB) and the quick run's figures
+    assert plotly_in(html) == [plotly_js()]
+    assert page.stat().st_size <= 1_500_000
 
 
 @pytest.mark.dist
@@ -267,6 +269,27 @@ def test_a_real_run_with_figures_of_every_kind(
     assert_sound(opened, html)
     assert without_ids(opened.blob["figures"]) == as_json(plots, results)
     assert_values_from(opened.blob, raw, own)
+
+
+def test_a_figure_the_partial_bundle_cannot_draw_gets_the_full_one(
+    chromium: webdriver.Chrome, tmp_path: Path
+) -> None:
+    """A plugin's figure of a trace type outside the cartesian bundle (a funnel): the page
+    carries plotly's full bundle, once, and draws it beside the others."""
+    results = cluster_results(num_hosts=2, gpus_per_host=2)
+    plots = own_figures(results)
+    name = next(iter(plots))
+    ys = [m.value for m in results.measurements[:4]]
+    funnel = {"data": [{"type": "funnel", "y": ["a", "b", "c", "d"], "x": ys}], "layout": {}}
+    plots[name] = [*plots[name], Plot(title="a plugin's funnel", figure=funnel)]
+    html = render_html(analysis(results, plots=_merged(report_plots(results), plots)))
+    page = tmp_path / "report.html"
+    page.write_text(html, encoding="utf-8")
+    opened = open_page(chromium, page)
+    assert_sound(opened, html)
+    assert plotly_in(html) == [plotly_js(True)]
+    drawn = next(f for f in opened.blob["figures"] if f["title"] == "a plugin's funnel")
+    assert drawn["data"][0]["x"] == ys
 
 
 def test_a_synthetic_multi_node_run_in_chromium(chromium: webdriver.Chrome, tmp_path: Path) -> None:

@@ -20,14 +20,14 @@ catalog.register_builtin()
 def test_a_page_that_does_not_fit_costs_the_results_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """On a 1 MiB tmpfs results.json and summary.md fit, the page (2 MB: plotly packed) does not:
+    """On a 512 KiB tmpfs results.json and summary.md fit, the page (0.7 MB) does not:
     the new results.json and summary.md are written, one warning line names report.html, and
     no temporary file stays."""
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root (CI is root)")
     where = tmp_path / "tmpfs"
     where.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1024k", "tmpfs", str(where)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(where)], check=True)
     try:
         r = results(meas(700.0))
         write_results(analysis(r, run_dir=where))

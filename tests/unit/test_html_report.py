@@ -20,6 +20,7 @@ from clusterbench.config import build_run_config
 from clusterbench.pipeline.finish import REPORT_FILE, finish, write_partial, write_results
 from clusterbench.pipeline.spec import RunSpec, now_utc
 from clusterbench.report.html import render_html
+from clusterbench.report.html_assets import plotly_js
 from clusterbench.report.html_tables import number_in
 from clusterbench.runtime.records import End, Hello, MeasurementRecord, Start
 from clusterbench.schema import ErrorRecord, Finding, Measurement, Results
@@ -30,6 +31,8 @@ from tests.pages import analysis
 from tests.report_figures import heatmap, own_figures
 from tests.synthetic_cluster import cluster_results
 from tests.unit.test_compare import meas, results, samples
+
+ROOT = Path(__file__).resolve().parents[2]
 
 catalog.register_builtin()
 runner = CliRunner()
@@ -312,8 +315,8 @@ def test_a_64_node_run_renders_whole() -> None:
         and page.tables[0].row_classes[0] == "sev-fail"
     )
     assert "63 hosts: gpu-node-000 … gpu-node-062" in page.text
-    (plotly,) = plotly_in(html)  # plotly.js once, compressed
-    assert "plotly.js v" in plotly[:200] and external_references(html) == []
+    (plotly,) = plotly_in(html)  # plotly.js once, compressed: the partial bundle
+    assert plotly == plotly_js() and external_references(html) == []
 
 
 # --- report.html at the end of a run ------------------------------------------------------------
@@ -502,8 +505,9 @@ def test_the_page_json_is_plain_json(small: Results) -> None:
     assert {f["benchmark"] for f in blob["figures"]} == set(plots)
 
 
+@pytest.mark.parametrize("full", [False, True])
 def test_plotly_is_packed_once_and_then_read_from_the_cache(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, full: bool
 ) -> None:
     import base64
     import gzip
@@ -511,14 +515,40 @@ def test_plotly_is_packed_once_and_then_read_from_the_cache(
     from clusterbench.report import html_assets
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    packed = html_assets.plotly_packed.__wrapped__()
-    assert gzip.decompress(base64.b64decode(packed)).decode() == html_assets.plotly_js()
-    (cached,) = (tmp_path / "clusterbench").glob("plotly-*.js.gz.b64")
+    packed = html_assets.plotly_packed.__wrapped__(full)
+    code = html_assets.plotly_js(full)
+    assert gzip.decompress(base64.b64decode(packed)).decode() == code
+    (cached,) = (tmp_path / "clusterbench").glob("*.js.gz.b64")
     assert cached.read_text() == packed
-    assert len(packed) < 0.45 * len(html_assets.plotly_js())  # 4.8 MB -> 2.0 MB
+    assert len(packed) < 0.45 * len(code)  # 1.5 MB -> 0.66 MB; 4.8 MB -> 2.0 MB
 
     def no_compressing(*args: object, **kwargs: object) -> bytes:
         raise AssertionError("compressed again")
 
     monkeypatch.setattr(gzip, "compress", no_compressing)
-    assert html_assets.plotly_packed.__wrapped__() == packed  # read back, not compressed
+    assert html_assets.plotly_packed.__wrapped__(full) == packed  # read back, not compressed
+
+
+def test_the_install_holds_plotlys_partial_bundle_and_pages_carry_it() -> None:
+    """The build (hatch_build.py) put the cartesian bundle, its license and version beside the
+    package; a page of cartesian traces carries it, one with another trace type the full
+    bundle (both as plotly ships them, told apart by their own headers)."""
+    from clusterbench.report import html_assets
+
+    bundle = html_assets.partial_bundle()
+    assert bundle is not None, "built without npm: run `npm ci`, then `pip install -e .` again"
+    assert "MIT" in bundle.with_name(bundle.name + ".LICENSE").read_text()
+    assert bundle.with_name(bundle.name + ".version").read_text().split() == [
+        "plotly.js-cartesian-dist-min",
+        json.loads((ROOT / "package.json").read_text())["dependencies"][
+            "plotly.js-cartesian-dist-min"
+        ],
+    ]
+    partial, full = html_assets.plotly_js(), html_assets.plotly_js(True)
+    assert 1_000_000 < len(partial) < 0.4 * len(full)
+    assert partial.startswith("/**\n* plotly.js (cartesian - minified) v")
+    assert full.startswith("/**\n* plotly.js v")
+    lines = {"data": [{"type": "scatter"}, {"y": [1]}]}
+    assert not html_assets.needs_full_bundle([lines, {"data": [{"type": "heatmap"}]}])
+    assert html_assets.needs_full_bundle([lines, {"data": [{"type": "funnel"}]}])
+    assert not html_assets.needs_full_bundle([])

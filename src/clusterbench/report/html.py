@@ -32,6 +32,7 @@ from clusterbench.report.html_assets import (
     LOAD_JS,
     PLOTLY_CONFIG,
     SORT_JS,
+    needs_full_bundle,
     plotly_packed,
 )
 from clusterbench.report.html_compare import comparison_block
@@ -287,13 +288,14 @@ def _finite(value: Any) -> Any:
 
 
 def _page(title: str, body: str, figures: list[dict[str, Any]]) -> str:
+    full = needs_full_bundle(figures)
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body><main>{body}</main>"
         f'<script type="application/json" id="cb-data">{_blob(figures)}</script>'
         "<script>window.PlotlyConfig = {MathJaxConfig: 'local'};</script>"
-        f'<script type="application/octet-stream" id="cb-plotly">{plotly_packed()}</script>'
+        f'<script type="application/octet-stream" id="cb-plotly">{plotly_packed(full)}</script>'
         f"<script>{DRAW_JS}</script><script>{SORT_JS}</script><script>{LOAD_JS}</script>"
         "</body></html>\n"
     )

@@ -1,46 +1,118 @@
 """What every HTML report carries inline: its style sheet, its small scripts (unpack plotly,
 draw the figures, sort a table by a click on its header) and plotly's JavaScript, compressed,
-so that the page opens offline from a file share or a laptop and fetches nothing."""
+so that the page opens offline from a file share or a laptop and fetches nothing.  The
+JavaScript is plotly's cartesian partial bundle where the install holds it (the wheel's build
+fetches it from npm), else, or for a figure of another trace type, the full bundle."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from clusterbench.runtime.atomic import write_text_atomic
 
-__all__ = ["CSS", "DRAW_JS", "LOAD_JS", "PLOTLY_CONFIG", "SORT_JS", "plotly_js", "plotly_packed"]
+__all__ = [
+    "CSS",
+    "DRAW_JS",
+    "LOAD_JS",
+    "PARTIAL_BUNDLE",
+    "PARTIAL_TRACES",
+    "PLOTLY_CONFIG",
+    "SORT_JS",
+    "needs_full_bundle",
+    "partial_bundle",
+    "plotly_js",
+    "plotly_packed",
+]
 
 
-@functools.lru_cache(maxsize=1)
-def plotly_js() -> str:
-    """plotly.js as plotly.py ships it (some 5 MB, read once per process)."""
+PARTIAL_BUNDLE = "plotly-cartesian.min.js"
+"""plotly.js's cartesian partial bundle (1.5 MB, against the full bundle's 4.8 MB), which the
+wheel's build installs from npm into ``assets/`` (hatch_build.py)."""
+
+PARTIAL_TRACES = frozenset(
+    {
+        "bar",
+        "box",
+        "contour",
+        "heatmap",
+        "histogram",
+        "histogram2d",
+        "histogram2dcontour",
+        "image",
+        "pie",
+        "scatter",
+        "scatterternary",
+        "violin",
+    }
+)
+"""The trace types the partial bundle draws (its README's list); a page with any other, a
+plugin's 3-D scatter say, carries the full bundle."""
+
+
+def partial_bundle() -> Path | None:
+    """The partial bundle this install holds, or None (built without npm: the full one)."""
+    path = Path(__file__).with_name("assets") / PARTIAL_BUNDLE
+    return path if path.is_file() else None
+
+
+def needs_full_bundle(figures: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether these plotly figures (dicts with ``data``) draw a trace the partial bundle has
+    not; a trace without a type is a scatter, as in plotly."""
+    for figure in figures:
+        for trace in figure.get("data") or ():
+            if str(trace.get("type") or "scatter") not in PARTIAL_TRACES:
+                return True
+    return False
+
+
+@functools.cache
+def plotly_js(full: bool = False) -> str:
+    """The plotly.js a page carries: the partial bundle where it is installed and ``full`` is
+    not asked, else the full bundle that plotly.py ships (read once per process)."""
+    partial = None if full else partial_bundle()
+    if partial is not None:
+        return partial.read_text(encoding="utf-8")
     from plotly.offline import get_plotlyjs
 
     return get_plotlyjs()
 
 
+def _bundle_id(full: bool) -> str:
+    """A name for the bundle that changes with its contents: the package and version."""
+    partial = None if full else partial_bundle()
+    if partial is None:
+        import importlib.metadata
+
+        return f"plotly-{importlib.metadata.version('plotly')}"
+    stamp = partial.with_name(f"{PARTIAL_BUNDLE}.version")
+    with contextlib.suppress(OSError):
+        return "-".join(stamp.read_text(encoding="utf-8").split())
+    return f"plotly-cartesian-{partial.stat().st_size}"
+
+
 @functools.cache
-def plotly_packed() -> str:
-    """plotly.js compressed (gzip) and base64-encoded, as the page carries it: 4.8 MB of
-    plotly.js 4 become 2.0 MB, which the page unpacks with the browser's own
-    DecompressionStream.  Compressing takes 0.2 s, so the result is kept per plotly version in
-    the user's cache folder ($XDG_CACHE_HOME/clusterbench, else ~/.cache/clusterbench); a
-    folder that cannot be written costs the 0.2 s again, nothing else."""
+def plotly_packed(full: bool = False) -> str:
+    """:func:`plotly_js` compressed (gzip) and base64-encoded, as the page carries it: the
+    partial bundle's 1.5 MB become 0.66 MB (the full bundle's 4.8 MB, 2.0 MB), which the page
+    unpacks with the browser's own DecompressionStream.  Compressing takes up to 0.2 s, so the
+    result is kept per bundle and version in the user's cache folder ($XDG_CACHE_HOME/
+    clusterbench, else ~/.cache/clusterbench); a folder that cannot be written costs the
+    time again, nothing else."""
     import base64
     import gzip
-    import importlib.metadata
 
-    version = importlib.metadata.version("plotly")
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    cached = Path(base) / "clusterbench" / f"plotly-{version}.js.gz.b64"
+    cached = Path(base) / "clusterbench" / f"{_bundle_id(full)}.js.gz.b64"
     with contextlib.suppress(OSError, UnicodeDecodeError):
         text = cached.read_text(encoding="ascii")
         if text:
             return text
-    packed = base64.b64encode(gzip.compress(plotly_js().encode("utf-8"), 9, mtime=0))
+    packed = base64.b64encode(gzip.compress(plotly_js(full).encode("utf-8"), 9, mtime=0))
     text = packed.decode("ascii")
     with contextlib.suppress(OSError):
         cached.parent.mkdir(parents=True, exist_ok=True)
