@@ -292,6 +292,23 @@ def test_a_figure_the_partial_bundle_cannot_draw_gets_the_full_one(
     assert drawn["data"][0]["x"] == ys
 
 
+def test_an_imported_nccl_tests_run_in_chromium(chromium: webdriver.Chrome, tmp_path: Path) -> None:
+    """nccl-tests' real outputs imported (clusterbench import): the page draws the busbw
+    figure from them, and carries the partial bundle."""
+    data = Path(__file__).resolve().parents[1] / "data" / "nccl-tests"
+    out = tmp_path / "run"
+    proc = cli("import", "nccl-tests", *map(str, sorted(data.glob("*.txt"))), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    page = out / REPORT_FILE
+    html = page.read_text(encoding="utf-8")
+    opened = open_page(chromium, page)
+    assert_sound(opened, html)
+    assert plotly_in(html) == [plotly_js()] and page.stat().st_size <= 1_500_000
+    results = load_results(out)
+    assert without_ids(opened.blob["figures"]) == as_json(report_plots(results), results)
+    assert {f["benchmark"] for f in opened.blob["figures"]} == {"collectives"}
+
+
 def test_a_synthetic_multi_node_run_in_chromium(chromium: webdriver.Chrome, tmp_path: Path) -> None:
     results = cluster_results(num_hosts=16, gpus_per_host=8)
     path = tmp_path / "results.json"

@@ -61,7 +61,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.mark.parametrize(
     "command",
     ["", "list", "compare", "report", "export", "history", "cost", "predict", "launch",
-     "schema", "baseline", "info", "run", "doctor"],
+     "schema", "baseline", "info", "run", "doctor", "import", "import nccl-tests",
+     "import dcgm-diag"],
 )  # fmt: skip
 def test_every_command_s_help_needs_no_torch(command: str) -> None:
     code, out, _ = _without_torch(*command.split(), "--help")
@@ -108,3 +109,8 @@ def test_history_cost_predict_and_launch_need_no_torch(tmp_path: Path) -> None:
     assert "## cost" in (priced / "summary.md").read_text()
     code, out, err = _without_torch("launch", "--torchrun", "--nodes", "2", "--gpus-per-node", "8")
     assert code == 0 and "torchrun" in out, err
+    nccl_tests = Path(__file__).resolve().parents[1] / "data" / "nccl-tests" / "all_reduce_perf.txt"
+    imported = tmp_path / "imported"
+    code, out, err = _without_torch("import", "nccl-tests", str(nccl_tests), "-o", str(imported),
+                                    "--history", history)  # fmt: skip
+    assert code == 0 and (imported / "report.html").is_file(), err

@@ -5,9 +5,12 @@ Each size row gives, out of place and in place, the time of one op (us), algbw a
 (GB/s, base 10, busbw = algbw x the bus factor of ``benchmarks/collectives/facts.py``) and
 ``#wrong`` (wrong elements, or ``N/A`` where an op has no check).  They become the collectives
 benchmark's ``latency_us``, ``algbw`` and ``busbw`` (params: op, size_bytes, dtype, group
-``world``, group_size, mode ``out_of_place``/``in_place``, source ``nccl-tests``) and one
-``num_wrong`` per op and mode, so that nccl-tests' runs enter compare, the history and the
-report beside clusterbench's own.  ``tests/data/nccl-tests/`` holds real outputs of both forms.
+``world``, group_size, mode, source ``nccl-tests``) and one ``num_wrong`` per op, dtype and
+mode, so that nccl-tests' runs enter compare, the history and the report beside
+clusterbench's own.  The out-of-place columns take the mode nccl-tests timed them in, by
+clusterbench's names: ``back_to_back`` (its default: ``-n`` ops launched, then one wait, as
+clusterbench's back-to-back mode), ``blocking`` (``-z 1``) or ``graph`` (``-G``); the in-place
+columns are mode ``in_place``.  ``tests/data/nccl-tests/`` holds real outputs of both forms.
 """
 
 from __future__ import annotations
@@ -18,9 +21,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterbench.benchmarks.collectives import CollectivesMetrics
-from clusterbench.schema import Measurement, ParamValue
+from clusterbench.hardware.specs import match_spec, to_spec_ref
+from clusterbench.schema import GpuInfo, GpuSpecRef, HostInfo, Measurement, ParamValue
 
-__all__ = ["NcclTestsRow", "NcclTestsRun", "measurements", "parse_json", "parse_text"]
+__all__ = [
+    "NcclTestsRow",
+    "NcclTestsRun",
+    "hosts",
+    "measurements",
+    "parse_json",
+    "parse_text",
+    "parse_texts",
+]
 
 _OPS = {"alltoall": "all_to_all", "sendrecv": "send_recv"}
 """nccl-tests' binary names where they differ from clusterbench's op names."""
@@ -38,6 +50,10 @@ class NcclTestsRow:
     busbw: dict[str, float]
     wrong: dict[str, int | None]
     """Mode -> wrong elements (None: nccl-tests checks none, ``N/A``)."""
+    redop: str = "sum"
+    """The reduction (``sum``, ``prod``, ...; ``none`` or ``-`` for ops without one)."""
+    root: int = -1
+    """The root rank of rooted ops (broadcast, reduce); -1 for the others."""
 
 
 @dataclass(kw_only=True)
@@ -52,6 +68,18 @@ class NcclTestsRun:
     version: str | None = None
     avg_busbw: float | None = None
     out_of_bounds: int | None = None
+    timing: str = "back_to_back"
+    """How nccl-tests timed the ops, in clusterbench's mode names: back_to_back (its default:
+    ``-n`` ops launched, then one wait), blocking (``-z 1``: a wait after each) or graph
+    (``-G N``: CUDA graphs)."""
+    nccl_version: str | None = None
+    """The NCCL library the binary ran with (``2.28.3``)."""
+    started: str | None = None
+    """When it started, as the JSON says (local time of the machine that ran it)."""
+    device_indices: list[int] = field(default_factory=list)
+    """Each rank's CUDA device index on its host."""
+    pci_bus_ids: list[str] = field(default_factory=list)
+    """Each rank's GPU's PCI address as nccl-tests prints it (``0000:1b:00``, or ``0x1b``)."""
 
 
 def _op(binary: str) -> str:
@@ -59,6 +87,14 @@ def _op(binary: str) -> str:
     for suffix in ("_mpi",):  # make NAME_SUFFIX=_mpi
         name = name.removesuffix(f"_perf{suffix}").removesuffix(suffix)
     return _OPS.get(name, name)
+
+
+def _nccl_version(code: int) -> str:
+    """NCCL_VERSION_CODE as a version: 22803 -> 2.28.3 (2.9 and later: X*10000 + Y*100 + Z;
+    before, X*1000 + Y*100 + Z)."""
+    if code >= 10000:
+        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
 
 
 def _number(text: str) -> float:
@@ -71,56 +107,119 @@ def _wrong(value: object) -> int | None:
     return None if text in ("N/A", "") else int(float(text))
 
 
-_DEVICE = re.compile(r"^#\s+Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+"
-                     r"\[[^\]]*\]\s+(.+?)\s*$")  # fmt: skip
+_DEVICE = re.compile(r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+"
+                     r"device\s+(\d+)\s+\[([^\]]*)\]\s+(.+?)\s*$")  # fmt: skip
+"""``#  Rank  3 Group  0 Pid 1255 on gpu-17 device  3 [0000:1b:00] NVIDIA H100 80GB HBM3``: rank,
+host, device index, PCI address (or ``0x1b``), name; older versions have no ``#`` or Group."""
+_PREFIX = re.compile(r"^\[[\d,]+\](?:<stdout>:)?\s?")
+"""What ``mpirun --tag-output`` puts before each line (``[1,0]<stdout>:``, ``[0]``)."""
+_START = re.compile(r"^#?\s*(?:Collective test starting:|nThread\s+\d+)")
 
 
 def parse_text(text: str) -> NcclTestsRun:
-    """A ``*_perf`` binary's output.  ValueError (one line) for text that is not one."""
-    op = version = None
+    """A ``*_perf`` binary's output.  ValueError (one line) for text that is not one, or that
+    holds several (:func:`parse_texts` reads those)."""
+    runs = parse_texts(text)
+    if len(runs) > 1:
+        raise ValueError(f"{len(runs)} nccl-tests outputs in one text, not one")
+    return runs[0]
+
+
+def parse_texts(text: str) -> list[NcclTestsRun]:
+    """Every ``*_perf`` output in ``text``: one binary's, or a log of several run one after
+    another (each starts at its ``# Collective test starting`` or ``# nThread`` line).  Lines
+    ``mpirun --tag-output`` prefixed are read without the prefix.  ValueError (one line) where
+    no output is found."""
+    segments: list[list[str]] = []
+    current: list[str] = []
+    rows_seen = False
+    for raw in text.splitlines():
+        line = _PREFIX.sub("", raw)
+        if _START.match(line) and rows_seen:  # the next binary's output begins
+            segments.append(current)
+            current, rows_seen = [], False
+        current.append(line)
+        rows_seen = rows_seen or bool(line.strip() and not line.lstrip().startswith("#")
+                                      and line.split()[0].isdigit())  # fmt: skip
+    segments.append(current)
+    runs = [run for lines in segments if (run := _parse_segment(lines)) is not None]
+    if not runs:
+        raise ValueError("not an nccl-tests output (no '# Collective test starting' and size rows)")
+    return runs
+
+
+def _parse_segment(lines: list[str]) -> NcclTestsRun | None:
+    op = version = nccl = None
     hosts: list[str] = []
     devices: list[str] = []
+    indices: list[int] = []
+    buses: list[str] = []
     rows: list[NcclTestsRow] = []
     avg = oob = None
     table = False  # past the column header ("#  size  count  type ...")
-    for line in text.splitlines():
-        if m := re.match(r"^# Collective test starting: (\S+)", line):
+    counts_wrong = True  # "#wrong" (a count); old versions print "error" (a max error)
+    timing = "back_to_back"
+    for line in lines:
+        if m := re.search(r"\bgraph:\s*(\d+)", line):
+            timing = "graph" if int(m.group(1)) > 0 else timing
+        if re.match(r"^#?\s*Blocking Enabled", line) and timing != "graph":
+            timing = "blocking"
+        if m := re.match(r"^#?\s*Collective test starting: (\S+)", line):
             op = _op(m.group(1))
-        elif m := re.match(r"^# nccl-tests version (\S+)", line):
+        elif m := re.match(r"^#?\s*nccl-tests version (\S+)", line):
             version = m.group(1)
+            if lib := re.search(r"nccl-library=(\d+)", line):
+                nccl = _nccl_version(int(lib.group(1)))
         elif m := _DEVICE.match(line):
             hosts.append(m.group(2))
-            devices.append(m.group(3))
-        elif m := re.match(r"^# Avg bus bandwidth\s*:\s*(\S+)", line):
+            indices.append(int(m.group(3)))
+            buses.append(m.group(4))
+            devices.append(m.group(5))
+        elif m := re.match(r"^#?\s*Avg bus bandwidth\s*:\s*(\S+)", line):
             avg = _number(m.group(1))
-        elif m := re.match(r"^# Out of bounds values\s*:\s*(\d+)", line):
+        elif m := re.match(r"^#?\s*Out of bounds values\s*:\s*(\d+)", line):
             oob = int(m.group(1))
-        elif re.match(r"^#\s+size\s+count\s+type", line):
+        elif re.match(r"^#?\s+size\s+count\s+type", line):
             table = True
-        elif table and line.strip() and not line.startswith("#"):
-            rows.append(_text_row(line))
+            counts_wrong = "#wrong" in line
+        elif table and line.strip() and not line.lstrip().startswith("#"):
+            cells = line.split()
+            if cells[0].isdigit():
+                rows.append(_text_row(cells, counts_wrong=counts_wrong))
     if op is None:
-        m = re.search(r"^(\S+_perf\S*)", text, re.MULTILINE)
-        op = _op(m.group(1)) if m else None
+        found = next((m for line in lines if (m := re.search(r"(\S+_perf\S*)", line))), None)
+        op = _op(found.group(1)) if found else None
     if op is None or not rows:
-        raise ValueError("not an nccl-tests output (no '# Collective test starting' and size rows)")
+        return None
     return NcclTestsRun(op=op, ranks=len(devices) or 1, hosts=hosts, devices=devices, rows=rows,
-                        version=version, avg_busbw=avg, out_of_bounds=oob)  # fmt: skip
+                        version=version, avg_busbw=avg, out_of_bounds=oob, nccl_version=nccl,
+                        timing=timing,
+                        device_indices=indices, pci_bus_ids=buses)  # fmt: skip
 
 
-def _text_row(line: str) -> NcclTestsRow:
-    cells = line.split()
-    if len(cells) != 13:
-        raise ValueError(f"not an nccl-tests size row (13 columns): {line.strip()[:80]!r}")
-    size, _count, dtype, _redop, _root = cells[:5]
-    out, inp = cells[5:9], cells[9:13]
+def _text_row(cells: list[str], *, counts_wrong: bool = True) -> NcclTestsRow:
+    """A size row: 13 columns (size count type redop root, then time algbw busbw #wrong out of
+    place and in place), or 12 in versions without the root column."""
+    if len(cells) == 13:
+        size, _count, dtype, redop, root = cells[:5]
+    elif len(cells) == 12:
+        (size, _count, dtype, redop), root = cells[:4], "-1"
+    else:
+        raise ValueError(f"not an nccl-tests size row (13 columns): {' '.join(cells)[:80]!r}")
+    out, inp = cells[-8:-4], cells[-4:]
+
+    def wrong(cell: str) -> int | None:
+        return _wrong(cell) if counts_wrong else None
+
     return NcclTestsRow(
         size_bytes=int(size),
         dtype=_DTYPES.get(dtype, dtype),
+        redop=redop,
+        root=int(root),
         time_us={"out_of_place": _number(out[0]), "in_place": _number(inp[0])},
         algbw={"out_of_place": _number(out[1]), "in_place": _number(inp[1])},
         busbw={"out_of_place": _number(out[2]), "in_place": _number(inp[2])},
-        wrong={"out_of_place": _wrong(out[3]), "in_place": _wrong(inp[3])},
+        wrong={"out_of_place": wrong(out[3]), "in_place": wrong(inp[3])},
     )
 
 
@@ -129,7 +228,13 @@ def parse_json(text: str) -> NcclTestsRun:
     try:
         data: Any = json.loads(text)
         args, results = data["args"], data["results"]
-        devices = data.get("config", {}).get("devices", [])
+        config = data.get("config", {})
+        devices = config.get("devices", [])
+        timing = "back_to_back"
+        if int(config.get("graph", 0) or 0) > 0:
+            timing = "graph"
+        elif str(config.get("blocking_collectives", "false")).lower() == "true":
+            timing = "blocking"
         rows = [_json_row(r) for r in results]
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"not an nccl-tests JSON output ({type(exc).__name__}: {exc})") from None
@@ -142,6 +247,11 @@ def parse_json(text: str) -> NcclTestsRun:
         ranks=len(devices) or 1,
         hosts=[str(d.get("hostname", "")) for d in devices],
         devices=[str(d.get("device_info", "")) for d in devices],
+        nccl_version=_nccl_version(data["nccl_version"]) if "nccl_version" in data else None,
+        started=str(data["start_time"]) if data.get("start_time") else None,
+        timing=timing,
+        device_indices=[int(d.get("device", i)) for i, d in enumerate(devices)],
+        pci_bus_ids=[str(d.get("device_hex", "")) for d in devices],
         rows=rows,
         version=None,
         avg_busbw=float(avg) if avg is not None else None,
@@ -154,6 +264,8 @@ def _json_row(r: dict[str, Any]) -> NcclTestsRow:
     return NcclTestsRow(
         size_bytes=int(r["size"]),
         dtype=_DTYPES.get(r["type"], r["type"]),
+        redop=str(r.get("redop", "sum")).strip(),
+        root=int(str(r.get("root", "-1")).strip() or -1),
         time_us={m: float(v["time"]) for m, v in modes.items()},
         algbw={m: float(v["alg_bw"]) for m, v in modes.items()},
         busbw={m: float(v["bus_bw"]) for m, v in modes.items()},
@@ -162,37 +274,94 @@ def _json_row(r: dict[str, Any]) -> NcclTestsRow:
 
 
 def measurements(run: NcclTestsRun, *, host: str | None = None) -> list[Measurement]:
-    """The run's rows as the collectives benchmark's measurements, rank 0's host and device
-    (``host``: in place of the one nccl-tests names)."""
+    """The run's rows as the collectives benchmark's measurements, at rank 0's host and device
+    (``host``: in place of the one nccl-tests names).  ``redop`` and ``root`` join the params
+    where a run swept them (``-o all``, ``-r all``), so that no two measurements share a key."""
     where = host or (run.hosts[0] if run.hosts else "unknown")
+    device = f"cuda:{run.device_indices[0]}" if run.device_indices else "cuda:0"
+    swept = {name: len({getattr(row, name) for row in run.rows}) > 1 for name in ("redop", "root")}
     out: list[Measurement] = []
-    wrong: dict[str, int] = {}
+    wrong: dict[tuple[str, str], int] = {}
     for row in run.rows:
-        for mode in _MODES:
+        for place in _MODES:
+            mode = _mode(run, place)
             params: dict[str, ParamValue] = {
                 "op": run.op, "size_bytes": row.size_bytes, "group": "world",
-                "group_size": run.ranks, "mode": mode, "dtype": row.dtype,
-                "source": "nccl-tests",
+                "group_kind": "world", "group_size": run.ranks, "mode": mode,
+                "dtype": row.dtype, "source": "nccl-tests",
             }  # fmt: skip
+            if swept["redop"]:
+                params["redop"] = row.redop
+            if swept["root"]:
+                params["root"] = row.root
             for metric, value in (
-                (CollectivesMetrics.latency_us, row.time_us[mode]),
-                (CollectivesMetrics.algbw, row.algbw[mode]),
-                (CollectivesMetrics.busbw, row.busbw[mode]),
+                (CollectivesMetrics.latency_us, row.time_us[place]),
+                (CollectivesMetrics.algbw, row.algbw[place]),
+                (CollectivesMetrics.busbw, row.busbw[place]),
             ):
-                out.append(_measurement(metric, value, params, host=where))
-            if row.wrong[mode] is not None:
-                wrong[mode] = wrong.get(mode, 0) + int(row.wrong[mode] or 0)
-    for mode, total in wrong.items():
-        params = {"op": run.op, "group": "world", "group_size": run.ranks, "mode": mode,
+                out.append(_measurement(metric, value, params, host=where, device=device))
+            if row.wrong[place] is not None:
+                key = (mode, row.dtype)
+                wrong[key] = wrong.get(key, 0) + int(row.wrong[place] or 0)
+    for (mode, dtype), total in wrong.items():
+        params = {"op": run.op, "group": "world", "group_kind": "world",
+                  "group_size": run.ranks, "mode": mode, "dtype": dtype,
                   "source": "nccl-tests"}  # fmt: skip
-        out.append(_measurement(CollectivesMetrics.num_wrong, float(total), params, host=where))
+        out.append(
+            _measurement(
+                CollectivesMetrics.num_wrong, float(total), params, host=where, device=device
+            )
+        )
     return out
 
 
+def _mode(run: NcclTestsRun, place: str) -> str:
+    """The measurement's mode: the out-of-place columns are timed as clusterbench's mode of
+    that name times (back_to_back by default), so that every figure, finding and model that
+    reads back-to-back busbw reads them; the in-place columns are mode ``in_place``."""
+    return run.timing if place == "out_of_place" else "in_place"
+
+
+def hosts(runs: list[NcclTestsRun]) -> list[HostInfo]:
+    """The hosts and GPUs the runs name (each rank's host, device index, PCI address and
+    name), one entry per host in the order they first appear."""
+    by_host: dict[str, dict[int, GpuInfo]] = {}
+    versions: dict[str, dict[str, str]] = {}
+    for run in runs:
+        for i, host in enumerate(run.hosts):
+            if run.nccl_version:
+                versions.setdefault(host, {}).setdefault("nccl", run.nccl_version)
+            if run.version:
+                versions.setdefault(host, {}).setdefault("nccl-tests", run.version)
+            index = run.device_indices[i] if i < len(run.device_indices) else 0
+            bus = run.pci_bus_ids[i] if i < len(run.pci_bus_ids) else ""
+            gpus = by_host.setdefault(host, {})
+            gpus.setdefault(
+                index,
+                GpuInfo(
+                    index=index,
+                    name=run.devices[i],
+                    pci_bus_id=bus or None,
+                    spec=_spec(run.devices[i]),
+                ),
+            )
+    return [
+        HostInfo(
+            hostname=host, gpus=[gpus[i] for i in sorted(gpus)], versions=versions.get(host, {})
+        )
+        for host, gpus in by_host.items()
+    ]
+
+
+def _spec(name: str) -> GpuSpecRef | None:
+    spec = match_spec(name)
+    return None if spec is None else to_spec_ref(spec)
+
+
 def _measurement(
-    metric: Any, value: float, params: dict[str, ParamValue], *, host: str
+    metric: Any, value: float, params: dict[str, ParamValue], *, host: str, device: str
 ) -> Measurement:
     return Measurement(
         benchmark=metric.benchmark, metric=metric.name, value=value, unit=metric.unit,
-        params=dict(params), rank=0, host=host, device="cuda:0",
+        params=dict(params), rank=0, host=host, device=device,
     )  # fmt: skip

@@ -18,6 +18,7 @@ from clusterbench.cli._common import (
     PlainUsage,
     _compare_thresholds,
     _console,
+    _print_run,
     _split,
     _usage_error,
     app,
@@ -27,7 +28,7 @@ from clusterbench.thresholds import Thresholds
 
 if TYPE_CHECKING:
     from clusterbench.analysis.baseline import Baseline
-    from clusterbench.pipeline.start import RunOutcome, RunPlan
+    from clusterbench.pipeline.start import RunPlan
     from clusterbench.schema import Results
 
 
@@ -278,41 +279,6 @@ def run(
         raise typer.Exit(0)
     _print_run(outcome, verbose=verbose)
     raise typer.Exit(outcome.exit_code)
-
-
-def _print_run(outcome: RunOutcome, *, verbose: bool) -> None:
-    """The run's summary, its comparison, where its files went; or why nothing ran."""
-    from clusterbench.analysis.run import RunAnalysis
-    from clusterbench.report.console import render_summary
-
-    results = outcome.results
-    if results is None:
-        if outcome.error is not None:  # nothing ran (the workers could not be started)
-            typer.echo(f"clusterbench: error: {outcome.error}", err=True)
-        return
-    console = _console()
-    run = outcome.analysis or RunAnalysis(results, run_dir=outcome.run_dir)
-    render_summary(run, console, verbose=verbose)
-    if run.comparison is not None:
-        from clusterbench.report.compare import render_comparison
-
-        render_comparison(run.comparison, console, findings=False)
-    if outcome.error is not None:  # a full or failing disk: the summary above is from memory
-        console.print(
-            f"results: not written; the ranks' records are in {outcome.run_dir}", soft_wrap=True
-        )
-        typer.echo(f"clusterbench: error: {outcome.error}", err=True)
-        return
-    console.print(f"results: {outcome.run_dir / 'results.json'}", soft_wrap=True)
-    page = outcome.run_dir / "report.html"
-    if page.is_file():
-        console.print(f"report: {page}", soft_wrap=True)
-    if outcome.history is not None:
-        console.print(f"history: {outcome.history}", soft_wrap=True)
-    for line in outcome.exported:  # csv: <path>, ...
-        console.print(line, soft_wrap=True, markup=False, highlight=False)
-    for err in results.errors[:1]:
-        typer.echo(f"clusterbench: run failed: {err.message}", err=True)
 
 
 def _announce(plan: RunPlan, *, soak: bool = False) -> None:
@@ -903,7 +869,7 @@ def baseline_build(
 
 # Commands kept in modules of their own (cli/<name>.py) define themselves on ``app`` from
 # cli/_common.py and are imported here, one line each, so that ``app`` has them.
-from clusterbench.cli import cost, export, predict, report  # noqa: E402, F401
+from clusterbench.cli import cost, export, imports, predict, report  # noqa: E402, F401
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import typer.core
@@ -14,10 +14,14 @@ from rich.console import Console
 from clusterbench.exits import EXIT_USAGE
 from clusterbench.thresholds import Thresholds
 
+if TYPE_CHECKING:
+    from clusterbench.pipeline.start import RunOutcome
+
 __all__ = [
     "PlainUsage",
     "_compare_thresholds",
     "_console",
+    "_print_run",
     "_split",
     "_usage_error",
     "app",
@@ -30,6 +34,18 @@ class PlainUsage(typer.core.TyperCommand):
 
     def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
         return [_unbraced(piece) for piece in super().collect_usage_pieces(ctx)]
+
+    def format_help(self, ctx: typer.Context, formatter: Any) -> None:  # type: ignore[override]
+        # an argument's metavar names its value (RUN, FILE...): no "<path>" or "<list[Path]>"
+        # of its Python type beside it
+        for param in self.params:
+            if isinstance(param, typer.core.TyperArgument):
+                setattr(param, "display_type_rich", _no_type)  # noqa: B010
+        super().format_help(ctx, formatter)
+
+
+def _no_type(ctx: Any) -> str:
+    return ""
 
 
 def _unbraced(piece: str) -> str:
@@ -97,3 +113,38 @@ def _compare_thresholds(config: Path | None, sets: list[str]) -> Thresholds:
         return Thresholds()
     run_config = build_run_config(device_type="cpu", config_file=config, sets=sets)
     return run_config.thresholds
+
+
+def _print_run(outcome: RunOutcome, *, verbose: bool) -> None:
+    """The run's summary, its comparison, where its files went; or why nothing ran."""
+    from clusterbench.analysis.run import RunAnalysis
+    from clusterbench.report.console import render_summary
+
+    results = outcome.results
+    if results is None:
+        if outcome.error is not None:  # nothing ran (the workers could not be started)
+            typer.echo(f"clusterbench: error: {outcome.error}", err=True)
+        return
+    console = _console()
+    run = outcome.analysis or RunAnalysis(results, run_dir=outcome.run_dir)
+    render_summary(run, console, verbose=verbose)
+    if run.comparison is not None:
+        from clusterbench.report.compare import render_comparison
+
+        render_comparison(run.comparison, console, findings=False)
+    if outcome.error is not None:  # a full or failing disk: the summary above is from memory
+        console.print(
+            f"results: not written; the ranks' records are in {outcome.run_dir}", soft_wrap=True
+        )
+        typer.echo(f"clusterbench: error: {outcome.error}", err=True)
+        return
+    console.print(f"results: {outcome.run_dir / 'results.json'}", soft_wrap=True)
+    page = outcome.run_dir / "report.html"
+    if page.is_file():
+        console.print(f"report: {page}", soft_wrap=True)
+    if outcome.history is not None:
+        console.print(f"history: {outcome.history}", soft_wrap=True)
+    for line in outcome.exported:  # csv: <path>, ...
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
+    for err in results.errors[:1]:
+        typer.echo(f"clusterbench: run failed: {err.message}", err=True)

@@ -35,6 +35,7 @@ __all__ = [
     "ResultsWriteError",
     "exit_code_for",
     "finish",
+    "finish_results",
     "write_partial",
     "write_results",
 ]
@@ -74,10 +75,23 @@ def finish(
     the run.
     """
     entered = time.monotonic()
-    options = spec.finish
     results = _assembled(spec, records=records, failures=failures, world_size=world_size,
                          interrupted=interrupted, flights=flights)  # fmt: skip
-    run = RunAnalysis(results, run_dir=Path(spec.run_dir))
+    return finish_results(results, run_dir=Path(spec.run_dir), options=spec.finish,
+                          entered=entered)  # fmt: skip
+
+
+def finish_results(
+    results: Results, *, run_dir: Path, options: FinishOptions, entered: float | None = None
+) -> Finished:
+    """The finish of results assembled already (a run's, or another tool's output imported by
+    ``clusterbench import``): analyse them once, compare them with ``options.baseline``, write
+    the folder ``run_dir``, record them in the history and export them.  ``entered``: when the
+    finish began (time.monotonic()), for the ``finish`` phase.  Raises
+    :class:`ResultsWriteError` as :func:`finish` does."""
+    if entered is None:
+        entered = time.monotonic()
+    run = RunAnalysis(results, run_dir=run_dir)
     # Findings benchmarks recorded themselves (e.g. doctor's checks) come first, then analysis.
     results.findings = [*results.findings, *analyze(run)]
     if options.baseline is not None:
@@ -103,8 +117,7 @@ def finish(
     if options.exports is not None:
         from clusterbench.report.export_request import do_exports
 
-        folder = Path(spec.run_dir)
-        failed = do_exports(results, options.exports, run_dir=folder, say=exported.append)
+        failed = do_exports(results, options.exports, run_dir=run_dir, say=exported.append)
         for line in failed:
             _warn(f"export not done: {line}")
     return Finished(run=run, exit_code=code, history=recorded, exported=exported)

@@ -6,6 +6,7 @@ import datetime as dt
 import re
 import shutil
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ __all__ = [
     "FinishOptions",
     "RunSpec",
     "default_run_dir",
+    "finish_options",
     "min_free_bytes",
     "now_utc",
     "prepare_run_dir",
@@ -94,6 +96,42 @@ class RunSpec:
     """The external launcher that started the ranks, where it cannot be told from their
     environment alone (``ray``: Ray Train sets torchrun's variables)."""
     finish: FinishOptions = field(default_factory=FinishOptions)
+
+
+def finish_options(
+    baseline: str | Results | Baseline | None,
+    exports: Sequence[str],
+    pushgateway: str | None,
+    *,
+    history: Path | None,
+    use_history: bool,
+    finishes: bool,
+) -> FinishOptions:
+    """What the finish does besides writing the run, checked now (a bad baseline or export is
+    a ConfigError before anything runs).  The baseline is read by the process that finishes
+    the run only (other nodes need not have the file); the export formats are checked by every
+    rank, so that a mistyped one stops them all rather than rank 0 alone."""
+    from clusterbench.compare_io import load_compared
+    from clusterbench.report.export import parse_formats
+    from clusterbench.report.export_request import export_request
+
+    options = FinishOptions(history=history, record_history=use_history)
+    try:
+        if not finishes:
+            if exports:
+                parse_formats(exports)
+            return options
+        options.exports = export_request(list(exports), pushgateway=pushgateway)
+    except ValueError as exc:
+        raise ConfigError(f"--export: {exc}") from None
+    if isinstance(baseline, str):
+        try:
+            options.baseline = load_compared(baseline, history=history)
+        except ValueError as exc:
+            raise ConfigError(f"--baseline: {exc}") from None
+    else:
+        options.baseline = baseline
+    return options
 
 
 def now_utc() -> str:

@@ -44,8 +44,8 @@ from clusterbench.pipeline.plan import (
     read_history,
 )
 from clusterbench.pipeline.spec import (
-    FinishOptions,
     RunSpec,
+    finish_options,
     now_utc,
     prepare_run_dir,
     run_id_for,
@@ -219,7 +219,7 @@ def run(
         expect_nodes=_expect_nodes(expect_nodes),
         join_timeout_s=_join_timeout(join_timeout_s, timeout_s=config.timeout_s),
         launcher=launcher or ("clusterbench" if launcher_env is None else None),
-        finish=_finish_options(
+        finish=finish_options(
             baseline,
             exports,
             pushgateway,
@@ -255,42 +255,6 @@ def run(
         return RunOutcome(results=None, run_dir=Path(out or "."), exit_code=0)
     spec.phases = {**phases, **_phases_so_far(started_s, entered)}
     return _launch(spec, num_workers=num_workers)
-
-
-def _finish_options(
-    baseline: str | Results | Baseline | None,
-    exports: Sequence[str],
-    pushgateway: str | None,
-    *,
-    history: Path | None,
-    use_history: bool,
-    finishes: bool,
-) -> FinishOptions:
-    """What the finish does besides writing the run, checked now (a bad baseline or export is
-    a ConfigError before anything runs).  The baseline is read by the process that finishes
-    the run only (other nodes need not have the file); the export formats are checked by every
-    rank, so that a mistyped one stops them all rather than rank 0 alone."""
-    from clusterbench.compare_io import load_compared
-    from clusterbench.report.export import parse_formats
-    from clusterbench.report.export_request import export_request
-
-    options = FinishOptions(history=history, record_history=use_history)
-    try:
-        if not finishes:
-            if exports:
-                parse_formats(exports)
-            return options
-        options.exports = export_request(list(exports), pushgateway=pushgateway)
-    except ValueError as exc:
-        raise ConfigError(f"--export: {exc}") from None
-    if isinstance(baseline, str):
-        try:
-            options.baseline = load_compared(baseline, history=history)
-        except ValueError as exc:
-            raise ConfigError(f"--baseline: {exc}") from None
-    else:
-        options.baseline = baseline
-    return options
 
 
 def _plan_fitted_to_budget(

@@ -90,10 +90,14 @@ def wrong_result_findings(results: Results) -> list[Finding]:
 
 def _largest(ms: list[Measurement]) -> dict[tuple[Any, ...], Measurement]:
     """Per (op, group, dtype), the back-to-back busbw at the largest size measured (the best
-    where the group measured it twice: a node pair the sparse plan measured again)."""
+    where the group measured it twice: a node pair the sparse plan measured again).  A group
+    of one rank moves nothing over a link (busbw 0, or a copy within the GPU): not judged."""
     out: dict[tuple[Any, ...], Measurement] = {}
     for m in ms:
         if m.params.get("mode") != "back_to_back":
+            continue
+        ranks = m.params.get("group_size")
+        if isinstance(ranks, int) and ranks < 2:
             continue
         key = (m.params.get("op"), m.params.get("group"), m.params.get("dtype"))
         held = out.get(key)

@@ -1,0 +1,203 @@
+"""``clusterbench import nccl-tests FILE...`` and ``clusterbench import dcgm-diag FILE``: the
+results of tools a team already runs, as a run folder that compare, the history, baselines,
+the report and the exports take."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from clusterbench.cli._common import PlainUsage, _print_run, _split, _usage_error, app
+
+__all__: list[str] = []
+
+_IMPORT_HELP = """Import the results of tools you already run as a clusterbench run folder:
+results.json, summary.md and report.html, recorded in the history, so that compare, history,
+baseline build, report and export take them as they take a run of clusterbench.
+
+\b
+  nccl-tests FILE...   NVIDIA nccl-tests: what a *_perf binary prints, or the JSON it
+                       writes with -J FILE
+  dcgm-diag FILE       the JSON of 'dcgmi diag -r LEVEL -j' on one node
+
+'clusterbench import nccl-tests --help' and 'clusterbench import dcgm-diag --help' say more.
+"""
+
+_NCCL_TESTS_HELP = """Import nccl-tests' results: the text a *_perf binary prints (a log
+of several binaries run one after another too, and lines mpirun --tag-output prefixed) or the
+JSON it writes with -J FILE (format version 3).
+
+Each size row becomes the collectives benchmark's measurements, in clusterbench's metrics and
+units: latency_us (nccl-tests' time), algbw and busbw (GB/s; nccl-tests' busbw is algbw times
+the same bus factor clusterbench uses) per op, size, dtype and rank count (group_size), out of
+place and in place (param mode), with param source=nccl-tests; and num_wrong (nccl-tests'
+#wrong, summed) per op, dtype and mode.  The hosts, GPUs, NCCL and nccl-tests versions come
+from the output's device lines and header.  Out-of-bounds values are a fail finding.  The
+same op and rank count in two files (the text and the JSON of one run) is imported once.
+
+\b
+  clusterbench import nccl-tests all_reduce_perf.txt all_gather_perf.json
+  clusterbench import nccl-tests logs/*.txt -o runs/nccl-week49 --baseline runs/nccl-week48
+
+Exit codes: 0 imported; 1 a fail finding (out-of-bounds values, a regression against
+--baseline); 2 bad usage (a file missing or not nccl-tests' output: one line naming it,
+nothing written); 3 the run folder could not be written.
+"""
+
+_DCGM_HELP = """Import one node's 'dcgmi diag -r LEVEL -j' output (DCGM 3 or 4): a
+finding per test that failed or warned (its GPUs, DCGM's messages and what DCGM says to do
+with the GPU: its error severity), one info line for the tests that passed or were skipped, as
+'clusterbench doctor --dcgm' gives them on a node where DCGM runs.
+
+The node is --host, else the file's name up to its first dot (gpu-17.json: gpu-17); the level
+is --level, else the deepest level whose tests the output holds.
+
+\b
+  dcgmi diag -r 3 -j > gpu-17.json; clusterbench import dcgm-diag gpu-17.json
+
+Exit codes: 0 imported, nothing failed; 1 a test failed; 2 bad usage (the file missing or not
+dcgmi's JSON: one line, nothing written); 3 the run folder could not be written.
+"""
+
+import_app = typer.Typer(help=_IMPORT_HELP, rich_markup_mode=None, add_completion=False,
+                         no_args_is_help=True)  # fmt: skip
+app.add_typer(import_app, name="import")
+
+OutOption = Annotated[
+    Path | None,
+    typer.Option(
+        "-o",
+        "--out",
+        metavar="DIR",
+        help="Run folder to write (default clusterbench-runs/<UTC time>-<tool>).",
+    ),
+]
+BaselineOption = Annotated[
+    str | None,
+    typer.Option(
+        "--baseline",
+        metavar="FILE|RUN|builtin",
+        help="Compare with this baseline file, an earlier run's folder or results.json, or a "
+        "history id, as 'clusterbench run --baseline' does.",
+    ),
+]
+HistoryFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--history",
+        metavar="FILE",
+        help="Record the import in this history database (default: as 'clusterbench run').",
+    ),
+]
+NoHistoryOption = Annotated[
+    bool, typer.Option("--no-history", help="Do not record the import in the history.")
+]
+ExportOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--export",
+        metavar="FORMAT[,FORMAT]",
+        help="Export the run into its folder: csv, json-lines, prometheus, wandb.",
+    ),
+]
+VerboseOption = Annotated[
+    bool,
+    typer.Option("--verbose", "-v", help="Also print the notes (findings that need no action)."),
+]
+
+
+@import_app.command("nccl-tests", cls=PlainUsage, help=_NCCL_TESTS_HELP)
+def import_nccl_tests(
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="FILE", help="nccl-tests outputs (text or -J JSON).", show_default=False
+        ),
+    ],
+    out: OutOption = None,
+    host: Annotated[
+        str | None,
+        typer.Option(metavar="NAME", help="Name the host this (default: the output's own)."),
+    ] = None,
+    baseline: BaselineOption = None,
+    history: HistoryFileOption = None,
+    no_history: NoHistoryOption = False,
+    export_formats: ExportOption = None,
+    verbose: VerboseOption = False,
+) -> None:
+    _import("nccl-tests", files, out=out, host=host, level=None, baseline=baseline,
+            history=history, no_history=no_history, export_formats=export_formats,
+            verbose=verbose)  # fmt: skip
+
+
+@import_app.command("dcgm-diag", cls=PlainUsage, help=_DCGM_HELP)
+def import_dcgm_diag(
+    file: Annotated[
+        Path,
+        typer.Argument(metavar="FILE", help="'dcgmi diag -j' output.", show_default=False),
+    ],
+    out: OutOption = None,
+    host: Annotated[
+        str | None,
+        typer.Option(metavar="NAME", help="The node (default: the file's name up to a dot)."),
+    ] = None,
+    level: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N", min=1, max=4, help="The -r level it ran at (default: told from its tests)."
+        ),
+    ] = None,
+    baseline: BaselineOption = None,
+    history: HistoryFileOption = None,
+    no_history: NoHistoryOption = False,
+    export_formats: ExportOption = None,
+    verbose: VerboseOption = False,
+) -> None:
+    _import("dcgm-diag", [file], out=out, host=host, level=level, baseline=baseline,
+            history=history, no_history=no_history, export_formats=export_formats,
+            verbose=verbose)  # fmt: skip
+
+
+def _import(
+    kind: str,
+    files: list[Path],
+    *,
+    out: Path | None,
+    host: str | None,
+    level: int | None,
+    baseline: str | None,
+    history: Path | None,
+    no_history: bool,
+    export_formats: list[str] | None,
+    verbose: bool,
+) -> None:
+    from clusterbench.config import ConfigError
+    from clusterbench.pipeline.finish import ResultsWriteError
+    from clusterbench.pipeline.imported import import_run
+    from clusterbench.pipeline.start import RunOutcome
+
+    if history is not None and no_history:
+        raise _usage_error("--history and --no-history together: choose one")
+    try:
+        done = import_run(
+            kind, files, out=out, host=host, level=level, baseline=baseline,
+            exports=_split(export_formats), history=history, use_history=not no_history,
+            command=shlex.join(["clusterbench", *sys.argv[1:]]),
+            warn=lambda line: typer.echo(f"clusterbench: warning: {line}", err=True),
+        )  # fmt: skip
+    except ConfigError as exc:
+        raise _usage_error(str(exc)) from None
+    except ResultsWriteError as exc:
+        typer.echo(f"clusterbench: error: {exc}", err=True)
+        raise typer.Exit(3) from None
+    run_dir = done.run.run_dir
+    assert run_dir is not None
+    outcome = RunOutcome(results=done.results, run_dir=run_dir, exit_code=done.exit_code,
+                         analysis=done.run, history=done.history,
+                         exported=done.exported)  # fmt: skip
+    _print_run(outcome, verbose=verbose)
+    raise typer.Exit(done.exit_code)
