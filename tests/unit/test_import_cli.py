@@ -34,8 +34,9 @@ def test_nccl_tests_texts_become_a_run_of_the_collectives_benchmark(tmp_path: Pa
     results = load_results(tmp_path / "run")
     assert results.run.suite == "nccl-tests" and results.run.status == "completed"
     assert results.run.config["imported"]["ops"] == sorted(
-        ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv"]
-    )
+        ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv",
+         "reduce"]
+    )  # fmt: skip
     assert results.run.config["imported"]["nccl"] == "2.28.3"
     (host,) = results.hosts
     assert host.hostname == "vm" and host.versions == {"nccl": "2.28.3", "nccl-tests": "2.19.6"}
@@ -66,8 +67,8 @@ def test_the_text_and_json_of_one_run_are_imported_once(tmp_path: Path) -> None:
     code, _, err = _import("nccl-tests", json_, text, "-o", tmp_path / "run", "--no-history")
     assert code == 0
     assert err.strip().splitlines() == [
-        f"clusterbench: warning: {text}: all_reduce on 1 rank(s) again (as in {json_}); "
-        "the first is imported"
+        f"clusterbench: warning: {text}: all_reduce on 1 rank(s), timed back_to_back, again "
+        f"(as in {json_}); the first is imported"
     ]
     results = load_results(tmp_path / "run")
     assert results.run.config["imported"]["files"] == [str(json_), str(text)]

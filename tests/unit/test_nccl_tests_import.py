@@ -72,3 +72,54 @@ def test_a_bf16_sweep_and_what_is_not_an_nccl_tests_output() -> None:
         parse_text(f"# Collective test starting: all_reduce_perf\n{header}  8  2  float  sum\n")
     with pytest.raises(ValueError, match="not an nccl-tests JSON output"):
         parse_json('{"version": 3}')
+
+
+def test_the_timing_modes_of_real_runs() -> None:
+    """-z 1 (blocking) and -G 5 (CUDA graphs), recorded on the H100: the out-of-place columns
+    take clusterbench's mode of that name; the graph run's text and JSON agree."""
+    blocking = parse_text((DATA / "all_reduce_blocking.txt").read_text())
+    graph_text = parse_text((DATA / "all_reduce_graph.txt").read_text())
+    graph_json = parse_json((DATA / "all_reduce_graph.json").read_text())
+    default = parse_text((DATA / "all_reduce_perf.txt").read_text())
+    assert (blocking.timing, graph_text.timing, graph_json.timing) == ("blocking", "graph", "graph")
+    assert default.timing == "back_to_back"
+    modes = {m.params["mode"] for m in measurements(blocking)}
+    assert modes == {"blocking", "in_place"}
+    assert {m.params["mode"] for m in measurements(graph_json)} == {"graph", "in_place"}
+    for t, j in zip(graph_text.rows, graph_json.rows, strict=True):
+        assert t.time_us["out_of_place"] == pytest.approx(j.time_us["out_of_place"], abs=0.006)
+
+
+def test_a_sweep_of_every_reduction_keys_each_by_its_redop() -> None:
+    """reduce_perf -o all (real): six reductions at each size; redop joins the params so that
+    no two measurements share a key; the root (0 throughout) does not."""
+    run = parse_text((DATA / "reduce_all_ops.txt").read_text())
+    assert run.op == "reduce" and len(run.rows) == 12
+    assert [r.redop for r in run.rows[::2]] == ["sum", "prod", "max", "min", "avg", "mulsum"]
+    assert {r.root for r in run.rows} == {0}
+    ms = measurements(run)
+    keys = [(m.metric, tuple(sorted(m.params.items()))) for m in ms]
+    assert len(keys) == len(set(keys)) == 12 * 2 * 3 + 2  # num_wrong: out of place, in place
+    assert {m.params.get("redop") for m in ms if m.metric == "busbw"} == {
+        "sum", "prod", "max", "min", "avg", "mulsum"
+    }  # fmt: skip
+    assert not any("root" in m.params for m in ms)
+
+
+def test_old_twelve_column_rows_without_root() -> None:
+    """Versions before the root column (2.0-2.10) print 12 cells a row and 'error' (a max
+    error, not a count) for #wrong: rows from a real output with the root cell taken out."""
+    lines = (DATA / "all_reduce_perf.txt").read_text().splitlines()
+    old = []
+    for line in lines:
+        cells = line.split()
+        if line.startswith("#") and "redop" in line and "root" in line:
+            line = line.replace(" root", "").replace("#wrong", " error")
+        elif cells and cells[0].isdigit() and len(cells) == 13:
+            line = " ".join(cells[:4] + cells[5:])
+        old.append(line)
+    run = parse_text("\n".join(old))
+    new = parse_text("\n".join(lines))
+    assert [r.busbw for r in run.rows] == [r.busbw for r in new.rows]
+    assert all(r.root == -1 and r.wrong == {"out_of_place": None, "in_place": None}
+               for r in run.rows)  # fmt: skip

@@ -89,14 +89,14 @@ def _nccl_tests(paths: Sequence[Path], host: str | None, level: int | None) -> I
             raise ConfigError(f"{path}: {exc}") from None
         runs += [(path, run) for run in found]
     imported = Imported()
-    seen: dict[tuple[str, int, tuple[str, ...]], Path] = {}
+    seen: dict[tuple[str, int, tuple[str, ...], str], Path] = {}
     kept: list[nccl_tests.NcclTestsRun] = []
     for path, run in runs:
-        key = (run.op, run.ranks, tuple(sorted({row.dtype for row in run.rows})))
+        key = (run.op, run.ranks, tuple(sorted({row.dtype for row in run.rows})), run.timing)
         if key in seen:  # the text and the JSON of one run, or the same test twice
             imported.warnings.append(
-                f"{path}: {run.op} on {run.ranks} rank(s) again (as in {seen[key]}); "
-                "the first is imported"
+                f"{path}: {run.op} on {run.ranks} rank(s), timed {run.timing}, again (as in "
+                f"{seen[key]}); the first is imported"
             )
             continue
         seen[key] = path
