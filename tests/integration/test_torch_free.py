@@ -62,7 +62,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     "command",
     ["", "list", "compare", "report", "export", "history", "cost", "predict", "launch",
      "schema", "baseline", "info", "run", "doctor", "import", "import nccl-tests",
-     "import dcgm-diag"],
+     "import dcgm-diag", "analyze"],
 )  # fmt: skip
 def test_every_command_s_help_needs_no_torch(command: str) -> None:
     code, out, _ = _without_torch(*command.split(), "--help")
@@ -114,3 +114,8 @@ def test_history_cost_predict_and_launch_need_no_torch(tmp_path: Path) -> None:
     code, out, err = _without_torch("import", "nccl-tests", str(nccl_tests), "-o", str(imported),
                                     "--history", history)  # fmt: skip
     assert code == 0 and (imported / "report.html").is_file(), err
+    traces = Path(__file__).resolve().parents[1] / "data" / "traces" / "cpu-gloo-slow-rank"
+    analysed = tmp_path / "analysed"
+    code, out, err = _without_torch("analyze", str(traces), "-o", str(analysed),
+                                    "--history", history)  # fmt: skip
+    assert code == 0 and (analysed / "report.html").is_file(), err

@@ -14,7 +14,7 @@ from clusterbench.cli import app
 COMMANDS = [
     ["run"], ["launch"], ["report"], ["export"], ["compare"], ["cost"], ["predict"],
     ["doctor"], ["info"], ["list"], ["schema"], ["history", "show"], ["history", "import"],
-    ["baseline", "build"], ["import", "nccl-tests"], ["import", "dcgm-diag"],
+    ["baseline", "build"], ["import", "nccl-tests"], ["import", "dcgm-diag"], ["analyze"],
 ]  # fmt: skip
 _TYPED = re.compile(r"^\s+(?:(?:-\w, )?--[\w-]+|[A-Z][A-Z|.\[\] ]*) <[^>]+>", re.M)
 """An option's or argument's Python type in angle brackets (``--out <path>``, ``DIR
@@ -39,7 +39,8 @@ def test_required_arguments_are_bare_and_optional_ones_bracketed() -> None:
 
 @pytest.mark.parametrize("command", [["run"], ["launch"], ["report"], ["export"],
                                      ["baseline", "build"], ["import", "nccl-tests"],
-                                     ["import", "dcgm-diag"]], ids=" ".join)  # fmt: skip
+                                     ["import", "dcgm-diag"], ["analyze"]],
+                         ids=" ".join)  # fmt: skip
 def test_every_command_that_writes_takes_o_and_out(command: list[str]) -> None:
     out = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "120"}).output
     assert re.search(r"^\s+-o, --out[ ,]", out, re.M), out

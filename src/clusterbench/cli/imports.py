@@ -201,3 +201,88 @@ def _import(
                          exported=done.exported)  # fmt: skip
     _print_run(outcome, verbose=verbose)
     raise typer.Exit(done.exit_code)
+
+
+_ANALYZE_HELP = """Attribute your own training job's profiler traces: per rank and profiled
+step, the time split into compute, memory, communication (exposed; the part overlapped with
+compute apart) and coordination (the GPU idle: launch gaps, input, waiting for other ranks),
+as the attribution benchmark splits clusterbench's own workloads.
+
+TRACES are files or folders (searched for *.json and *.json.gz), one file per rank, as
+torch.profiler's tensorboard_trace_handler or export_chrome_trace writes them.  The rank
+comes from the trace's distributedInfo, else from the file's name (rank-3, rank_3); the host
+from tensorboard_trace_handler's file name (HOST_PID.TIME.pt.trace.json).  The ranks'
+collectives are matched (the k-th collective of step N is the same on every rank): the time
+one waited for the last rank counts as coordination, and the rank that arrives last is named,
+with its host.  The top kernels by time come with their class.  A trace without
+ProfilerStep#N spans is read as one window, and the summary says so.  A trace that cannot be
+read (corrupt, truncated) costs one line naming it; the other ranks are analysed.
+
+It writes a run folder (results.json, summary.md, report.html) and records it in the history,
+so 'clusterbench compare BEFORE AFTER' shows what a change to the job did.  The traces are
+streamed: a gigabyte per rank is read in bounded memory.
+
+\b
+  clusterbench analyze ./traces -o runs/job-before
+  clusterbench analyze ./traces-after -o runs/job-after --baseline runs/job-before
+
+Exit codes: 0 analysed; 1 a fail finding (a straggler among GPU ranks, a regression against
+--baseline); 2 bad usage (no trace could be read, a path missing: one line, nothing
+written); 3 the run folder could not be written.
+"""
+
+
+@app.command("analyze", cls=PlainUsage, help=_ANALYZE_HELP)
+def analyze(
+    traces: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="TRACES", help="Trace files or folders, one file per rank.", show_default=False
+        ),
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "-o",
+            "--out",
+            metavar="DIR",
+            help="Run folder to write (default clusterbench-runs/<UTC time>-traces).",
+        ),
+    ] = None,
+    top: Annotated[
+        int, typer.Option(metavar="N", min=1, help="The top N kernels by time, per rank.")
+    ] = 10,
+    baseline: BaselineOption = None,
+    history: HistoryFileOption = None,
+    no_history: NoHistoryOption = False,
+    export_formats: ExportOption = None,
+    verbose: VerboseOption = False,
+) -> None:
+    """Attribute a team's own profiler traces."""
+    from clusterbench.config import ConfigError
+    from clusterbench.pipeline.finish import ResultsWriteError
+    from clusterbench.pipeline.imported import analyze_traces
+    from clusterbench.pipeline.start import RunOutcome
+
+    if history is not None and no_history:
+        raise _usage_error("--history and --no-history together: choose one")
+    warn = lambda line: typer.echo(f"clusterbench: warning: {line}", err=True)  # noqa: E731
+    try:
+        done = analyze_traces(
+            traces, out=out, top=top, baseline=baseline, exports=_split(export_formats),
+            history=history, use_history=not no_history,
+            command=shlex.join(["clusterbench", *sys.argv[1:]]), warn=warn,
+            progress=lambda path: typer.echo(f"reading {path}", err=True) if verbose else None,
+        )  # fmt: skip
+    except ConfigError as exc:
+        raise _usage_error(str(exc)) from None
+    except ResultsWriteError as exc:
+        typer.echo(f"clusterbench: error: {exc}", err=True)
+        raise typer.Exit(3) from None
+    run_dir = done.run.run_dir
+    assert run_dir is not None
+    outcome = RunOutcome(results=done.results, run_dir=run_dir, exit_code=done.exit_code,
+                         analysis=done.run, history=done.history,
+                         exported=done.exported)  # fmt: skip
+    _print_run(outcome, verbose=verbose)
+    raise typer.Exit(done.exit_code)

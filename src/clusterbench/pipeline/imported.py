@@ -29,7 +29,7 @@ from clusterbench.schema import Finding, HostInfo, Measurement, Results, RunInfo
 if TYPE_CHECKING:
     from clusterbench.analysis.baseline import Baseline
 
-__all__ = ["IMPORTERS", "Imported", "import_run"]
+__all__ = ["IMPORTERS", "Imported", "analyze_traces", "import_run"]
 
 
 @dataclass(kw_only=True)
@@ -213,6 +213,126 @@ def import_run(
         if not path.is_file():
             raise ConfigError(f"{path}: no such file")
     imported = IMPORTERS[kind](paths, host, level)
+    return _finish_imported(kind, imported, entered=entered, out=out, baseline=baseline,
+                            exports=exports, pushgateway=pushgateway, history=history,
+                            use_history=use_history, command=command, warn=warn)  # fmt: skip
+
+
+def analyze_traces(
+    paths: Sequence[Path | str],
+    *,
+    out: Path | str | None = None,
+    top: int = 10,
+    baseline: str | Results | Baseline | None = None,
+    exports: Sequence[str] = (),
+    pushgateway: str | None = None,
+    history: Path | None = None,
+    use_history: bool = True,
+    command: str = "",
+    warn: Callable[[str], None] | None = None,
+    progress: Callable[[Path], None] | None = None,
+) -> Finished:
+    """``clusterbench analyze``: the profiler traces under ``paths`` (files or folders, one
+    file per rank) attributed as the attribution benchmark attributes its own, written as a
+    run folder (default ``clusterbench-runs/<UTC time>-traces``).  A trace that cannot be
+    read costs one ``warn`` line naming it and a warn finding, the other ranks are analysed;
+    ConfigError (nothing written) when no trace can be read."""
+    from clusterbench.analysis import trace_attribution, trace_file
+
+    entered = time.monotonic()
+    try:
+        files = trace_file.find_traces(paths)
+    except trace_file.TraceError as exc:
+        raise ConfigError(str(exc)) from None
+    if not files:
+        raise ConfigError("give the trace files or folders to analyze")
+    traces: list[trace_file.RankTrace] = []
+    unread: list[str] = []
+    for path in files:
+        if progress is not None:
+            progress(path)
+        try:
+            read = trace_file.read_trace(path)
+        except trace_file.TraceError as exc:
+            unread.append(str(exc))
+            continue
+        if any(t.rank == read.rank for t in traces):
+            first = next(t for t in traces if t.rank == read.rank)
+            unread.append(f"{path}: rank {read.rank} again (as in {first.path}); not analysed")
+            continue
+        traces.append(read)
+    if not traces:
+        raise ConfigError("no trace could be read: " + "; ".join(unread))
+    result = trace_attribution.attribute(traces, top=top)
+    imported = Imported(
+        measurements=trace_attribution.measurements(result),
+        findings=trace_attribution.trace_findings(result),
+        hosts=_trace_hosts(traces),
+        world_size=len(traces),
+        started=_file_time([t.path for t in traces]),
+        warnings=unread,
+    )
+    imported.findings += [
+        Finding(
+            id="attribution.trace.unread",
+            severity="warn",
+            scope="run",
+            message=line,
+            fix="profile that rank again; a trace is whole once the profiler has "
+            "stopped (the with-block ended, or prof.stop())",
+        )
+        for line in unread
+    ]
+    imported.details = {
+        "tool": "torch.profiler",
+        "files": [str(t.path) for t in traces],
+        "ranks": [t.rank for t in traces],
+        "steps": sorted({n for t in traces for n, _, _ in t.steps}),
+        "device_timeline": all(t.device for t in traces),
+        "unread": unread,
+        "events": sum(t.num_events for t in traces),
+        "bytes": sum(t.num_bytes for t in traces),
+    }
+    backend = "nccl" if all(t.device for t in traces) else "gloo"
+    return _finish_imported("traces", imported, entered=entered, out=out, baseline=baseline,
+                            exports=exports, pushgateway=pushgateway, history=history,
+                            use_history=use_history, command=command, warn=warn,
+                            backend=backend, suite="analyze")  # fmt: skip
+
+
+def _trace_hosts(traces: Sequence[object]) -> list[HostInfo]:
+    from clusterbench.analysis.trace_file import RankTrace
+    from clusterbench.hardware.specs import match_spec, to_spec_ref
+    from clusterbench.schema import GpuInfo
+
+    hosts: dict[str, dict[int, GpuInfo]] = {}
+    for t in traces:
+        assert isinstance(t, RankTrace)
+        gpus = hosts.setdefault(t.host, {})
+        if t.device and t.device_index not in gpus:
+            name = t.gpu_names[t.device_index] if t.device_index < len(t.gpu_names) else "GPU"
+            spec = match_spec(name)
+            gpus[t.device_index] = GpuInfo(index=t.device_index, name=name,
+                                           spec=to_spec_ref(spec) if spec else None)  # fmt: skip
+    return [HostInfo(hostname=h, gpus=[g[i] for i in sorted(g)]) for h, g in hosts.items()]
+
+
+def _finish_imported(
+    kind: str,
+    imported: Imported,
+    *,
+    entered: float,
+    out: Path | str | None,
+    baseline: str | Results | Baseline | None,
+    exports: Sequence[str],
+    pushgateway: str | None,
+    history: Path | None,
+    use_history: bool,
+    command: str,
+    warn: Callable[[str], None] | None,
+    backend: str | None = None,
+    suite: str | None = None,
+) -> Finished:
     options = finish_options(baseline, exports, pushgateway, history=history,
                              use_history=use_history, finishes=True)  # fmt: skip
     if out is None:
@@ -229,10 +349,10 @@ def import_run(
             id=run_id_for(run_dir, started),
             started=started,
             finished=now_utc(),
-            suite=kind,
+            suite=suite or kind,
             world_size=imported.world_size,
             num_nodes=max(1, len(imported.hosts)),
-            backend="nccl" if kind == "nccl-tests" else "none",
+            backend=backend or ("nccl" if kind == "nccl-tests" else "none"),
             command=command or f"clusterbench import {kind}",
             config={"imported": imported.details},
             benchmarks=sorted({m.benchmark for m in imported.measurements}),

@@ -39,7 +39,8 @@ def section(ms: list[Measurement], multi_host: bool) -> Section:
     by_rank: dict[int, dict[str, Measurement]] = defaultdict(dict)
     for m in ms:
         # the per-step rows stay in the JSON; the sweep has its own table
-        if m.params.get("rank_step", "mean") == "mean" and "accum_steps" not in m.params:
+        if (m.params.get("rank_step", "mean") == "mean" and "accum_steps" not in m.params
+                and "kernel" not in m.params):  # fmt: skip
             by_rank[m.rank][m.metric] = m
     rows = []
     for rank, metrics in sorted(by_rank.items()):
@@ -56,10 +57,43 @@ def section(ms: list[Measurement], multi_host: bool) -> Section:
         title += (f"; the profiler slowed steps by {format_value(statistics.median(overhead))}% "
                   f"(median over ranks, at most {format_value(max(overhead))}%)")  # fmt: skip
     grids = [Grid(title=title, header=_HEADER, rows=rows)]
+    kernels = _kernel_grid(ms)
+    if kernels is not None:
+        grids.append(kernels)
     accum = _accum_grid(ms)
     if accum is not None:
         grids = [*grids, accum] if rows else [accum]
     return Section("attribution", grids=grids)
+
+
+_KERNEL_ROWS = 10
+_KERNEL_NAME = 64
+
+
+def _kernel_grid(ms: list[Measurement]) -> Grid | None:
+    """The top kernels by device time (``clusterbench analyze``): per kernel and class, its
+    mean time per rank over the ranks that ran it, and its median share of the steps."""
+    by_kernel: dict[tuple[str, str], list[Measurement]] = defaultdict(list)
+    for m in _A.kernel_time_ms.select(ms):
+        by_kernel[(str(m.params.get("kernel")), str(m.params.get("class")))].append(m)
+    if not by_kernel:
+        return None
+    ranked = sorted(by_kernel.items(), key=lambda kv: -statistics.fmean(m.value for m in kv[1]))
+    rows: list[tuple[str, ...]] = []
+    for (name, kind), found in ranked[:_KERNEL_ROWS]:
+        short = name if len(name) <= _KERNEL_NAME else name[: _KERNEL_NAME - 1] + "…"
+        shares = [float(str(m.params.get("share_pct") or 0.0)) for m in found]
+        calls = sum(int(str(m.params.get("calls") or 0)) for m in found)
+        rows.append((short, kind, format_value(statistics.fmean(m.value for m in found)),
+                     format_value(statistics.median(shares)), str(len(found)),
+                     str(calls)))  # fmt: skip
+    title = (
+        f"top kernels by device time in the profiled steps (of {len(by_kernel)} in the ranks' "
+        "top lists): ms per rank (mean over the ranks that ran it), share of the step time "
+        "(median), ranks, calls"
+    )
+    return Grid(title=title, header=("kernel", "class", "ms", "share %", "ranks", "calls"),
+                rows=rows)  # fmt: skip
 
 
 _ACCUM_HEADER = ("steps", "idle %", "wait %", "idle+wait %", "vs 1–4", "idle ms", "wait ms", "n")

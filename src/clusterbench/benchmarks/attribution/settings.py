@@ -68,6 +68,10 @@ class AttributionMetrics(MetricSet, benchmark="attribution"):
         "ms", "lower", "how far behind the earliest rank this rank starts its collectives",
         only_when="the profiled steps run collectives",
     )  # fmt: skip
+    kernel_time_ms = Metric(
+        "ms", "lower", "a top kernel's device time inside the profiled steps (params kernel, class)",
+        only_when="clusterbench analyze reads a team's own traces",
+    )  # fmt: skip
     # the accumulation sweep, per accum_steps: per iteration (rank_step=N) and their mean
     idle_ms = Metric(
         "ms", "lower", "device idle per iteration: no device activity (host and launch gaps)",

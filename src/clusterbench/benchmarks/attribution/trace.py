@@ -41,6 +41,9 @@ __all__ = [
     "StepBreakdown",
     "activities",
     "collective_spans",
+    "cpu_kind",
+    "device_kind",
+    "is_collective_kernel",
     "mean_percentages",
     "op_flops_bytes",
     "profiler_steps",
@@ -55,10 +58,15 @@ CLASSES = ("compute", "memory", "communication", "coordination")
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
-# cuBLAS / CUTLASS / cuDNN / FlashAttention kernel names (nvjet: cuBLAS's Hopper kernels)
+# cuBLAS / CUTLASS / cuDNN / FlashAttention kernel names (nvjet: cuBLAS's Hopper kernels);
+# on ROCm, rocBLAS / hipBLASLt's Tensile GEMMs (Cijk_...), MIOpen's convolutions, CK's attention
 _GPU_COMPUTE = re.compile(
-    r"gemm|cutlass|xmma|cublas|nvjet|flash|fmha|conv(?!ert)|wgrad|dgrad", re.IGNORECASE
+    r"gemm|cutlass|xmma|cublas|nvjet|flash|fmha|conv(?!ert)|wgrad|dgrad|^Cijk_|miopen|igemm",
+    re.IGNORECASE,
 )
+_COLLECTIVE_KERNEL = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel", re.IGNORECASE)
+"""NCCL's kernels (ncclKernel_* before 2.19, ncclDevKernel_* since) and RCCL's, which keep
+NCCL's names."""
 _CPU_COMPUTE = frozenset(
     f"aten::{op}"
     for op in (
@@ -222,18 +230,33 @@ def _gpu_activities(events: Sequence[Event], *, peaks: Peaks | None) -> list[Act
     for k in kernels:
         start, end = _span(k)
         name = _name(k)
-        if name.startswith(("ncclDevKernel", "ncclKernel")):
+        if is_collective_kernel(name):
             out.append(Activity(start, end, "comm", collective=True, name=name))
             continue
         kind: Kind | None = None
         op = ops.get(_external_id(k))
         if k.get("cat") == "kernel" and op is not None and launches[_external_id(k)] == 1:
             kind = _kind_by_roofline(op_flops_bytes(op), peaks)  # one kernel: all the op's work
-        if kind is None:
-            is_compute = k.get("cat") == "kernel" and _GPU_COMPUTE.search(name)
-            kind = "compute" if is_compute else "memory"
-        out.append(Activity(start, end, kind, name=name))
+        out.append(Activity(start, end, kind or device_kind(name, str(k.get("cat"))), name=name))
     return out
+
+
+def is_collective_kernel(name: str) -> bool:
+    """An NCCL/RCCL kernel: a whole collective (or send/recv), matched across ranks."""
+    return bool(_COLLECTIVE_KERNEL.match(name))
+
+
+def device_kind(name: str, cat: str) -> Kind:
+    """A device activity's class by its name: compute-bound kernels (GEMM, convolution,
+    attention) are compute, every other kernel, copy and memset memory."""
+    return "compute" if cat == "kernel" and _GPU_COMPUTE.search(name) else "memory"
+
+
+def cpu_kind(name: str) -> Kind:
+    """A host op's class by its name, where the trace has no device timeline."""
+    if _is_comm_name(name):
+        return "comm"
+    return "compute" if name in _CPU_COMPUTE else "memory"
 
 
 def _external_id(e: Event) -> object:
@@ -262,8 +285,7 @@ def _cpu_activities(events: Sequence[Event], *, peaks: Peaks | None) -> list[Act
         elif _is_comm_name(name):
             out.append(Activity(start, end, "comm", name=name))
         else:
-            kind = _kind_by_roofline(op_flops_bytes(e), peaks)
-            kind = kind or ("compute" if name in _CPU_COMPUTE else "memory")
+            kind = _kind_by_roofline(op_flops_bytes(e), peaks) or cpu_kind(name)
             out.append(Activity(start, end, kind, name=name))
     if not any(a.collective for a in out):  # no gloo spans: the host-side c10d ops stand in
         out = [Activity(a.start_us, a.end_us, a.kind, a.kind == "comm", a.name) for a in out]
