@@ -38,12 +38,16 @@ def _classes(results: Results) -> dict[tuple[int, str], dict[str, float]]:
     return out
 
 
-@pytest.mark.parametrize("folder", ["cpu-gloo-slow-rank", "cpu-gloo-plain", "h100", "h100-plain"])
+FOLDERS = ["cpu-gloo-slow-rank", "cpu-gloo-plain", "h100", "h100-plain", "lightning",
+           "lightning-cycles", "lightning-1proc", "hf-trainer"]  # fmt: skip
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
 def test_the_streamed_reduction_equals_the_benchmark_s_own_reading(folder: str) -> None:
     """Each recorded trace, streamed in bounded memory, splits every step exactly as the
     attribution benchmark's functions split it from the whole event list in memory."""
     for path in sorted((DATA / folder).iterdir()):
-        streamed = trace_file.read_trace(path)
+        streamed = trace_file.read_trace(path, default_rank=0)
         if streamed.windowed and not streamed.device:
             continue  # the benchmark reads a CPU trace by its steps' thread: it has none
         events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
@@ -185,3 +189,49 @@ def test_many_streams_and_ranks_matched_in_memory() -> None:
     assert result.matched == len(result.spreads_ms) > 0
     assert all(len(r.kernels) == 3 for r in result.ranks)
     assert result.ranks[1].last_arrivals == result.matched
+
+
+@pytest.mark.parametrize("folder", ["lightning", "hf-trainer"])
+def test_traces_written_by_lightning_and_the_hf_trainer(folder: str, tmp_path: Path) -> None:
+    """Lightning's own profiler (its file names, its step spans) and a Trainer callback's:
+    both ranks from distributedInfo, three steps each, the gloo collectives matched, the four
+    classes summing to 100, and the two CPU ranks sharing one host's cores named apart (a
+    straggler among them is stated, not judged)."""
+    code, _, err = _analyze(DATA / folder, "-o", tmp_path / "run")
+    assert code == 0, err
+    results = load_results(tmp_path / "run")
+    classes = _classes(results)
+    assert {rank for rank, _ in classes} == {0, 1}
+    assert len({step for _, step in classes}) == 4  # three steps and their mean
+    for shares in classes.values():
+        assert sum(shares.values()) == pytest.approx(100.0, abs=1e-6)
+    assert {m.device for m in results.measurements} == {"cpu:0", "cpu:1"}
+    (last,) = [f for f in results.findings if f.id == "attribution.trace.last_arrivals"]
+    assert last.evidence["matched"] >= 9
+    assert not [f for f in results.findings if f.severity == "fail"]
+    # host ops nest: the top list counts each op's own time, so it adds up to at most the step
+    for rank in (0, 1):
+        shares = [float(str(m.params["share_pct"])) for m in results.measurements
+                  if m.metric == "kernel_time_ms" and m.rank == rank
+                  and m.params["class"] != "comm"]  # fmt: skip
+        assert 0 < sum(shares) <= 100.0
+
+
+def test_a_repeating_schedule_s_files_and_a_one_process_trace(tmp_path: Path) -> None:
+    """Lightning's schedule repeats: two files per rank, the first analysed and the other
+    named in a note (not a warning); a lone trace of one process (no process group, no rank
+    in its name) is rank 0; a folder's other JSON is passed over."""
+    code, _, err = _analyze(DATA / "lightning-cycles", "-o", tmp_path / "cycles")
+    assert code == 0 and err == "", err
+    results = load_results(tmp_path / "cycles")
+    extra = [f for f in results.findings if f.id == "attribution.trace.extra"]
+    assert [f.severity for f in extra] == ["info", "info"]
+    assert all("2 files" in f.message for f in extra)
+    lone = tmp_path / "lone"
+    shutil.copytree(DATA / "lightning-1proc", lone)
+    (lone / "config.json").write_text(json.dumps({"hidden_size": 64}))
+    code, _, err = _analyze(lone, "-o", tmp_path / "one")
+    assert code == 0 and err == "", err
+    assert {m.rank for m in load_results(tmp_path / "one").measurements} == {0}
+    code, _, err = _analyze(lone / "config.json", "-o", tmp_path / "none")
+    assert code == 2 and "not a torch.profiler trace (no traceEvents)" in err

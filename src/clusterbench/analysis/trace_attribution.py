@@ -119,9 +119,13 @@ def _top_kernels(
     window = sum(end - start for _, start, end in t.steps)
     for (n, start, end), in_step in zip(t.steps, (acts[n] for n, _, _ in t.steps), strict=True):
         del n
-        for a in in_step:
+        clipped = [(a, max(a.start_us, start), min(a.end_us, end)) for a in in_step]
+        own = dict(enumerate(hi - lo for _, lo, hi in clipped))
+        if not t.device:
+            _take_children_out(clipped, own)
+        for i, (a, _, _) in enumerate(clipped):
             key = (a.name, a.kind)
-            total[key] += min(a.end_us, end) - max(a.start_us, start)
+            total[key] += own[i]
             calls[key] += 1
     ranked = sorted(total, key=lambda k: -total[k])[:top]
     return [
@@ -132,8 +136,28 @@ def _top_kernels(
     ]  # fmt: skip
 
 
+def _take_children_out(
+    clipped: list[tuple[kineto.Activity, float, float]], own: dict[int, float]
+) -> None:
+    """Host ops nest (aten::linear holds aten::addmm): each op's own time, without the ops
+    it holds, so that the top list names the ops that did the work and adds up to at most
+    the step.  Collectives (gloo's spans, on their own threads) are counted whole."""
+    order = sorted((i for i, (a, _, _) in enumerate(clipped) if not a.collective),
+                   key=lambda i: (clipped[i][1], -clipped[i][2]))  # fmt: skip
+    stack: list[int] = []
+    for i in order:
+        _, lo, hi = clipped[i]
+        while stack and clipped[stack[-1]][2] <= lo:
+            stack.pop()
+        if stack and hi <= clipped[stack[-1]][2]:
+            own[stack[-1]] -= hi - lo
+        stack.append(i)
+
+
 def _device(t: RankTrace) -> str:
-    return f"cuda:{t.device_index}" if t.device else "cpu:0"
+    """The rank's device: its GPU, or on a host-only trace a CPU worker of its own (as
+    clusterbench names its CPU ranks), so that ranks sharing a host's cores are told apart."""
+    return f"cuda:{t.device_index}" if t.device else f"cpu:{t.rank}"
 
 
 def measurements(result: TraceAttribution) -> list[Measurement]:

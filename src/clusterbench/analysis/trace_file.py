@@ -32,6 +32,7 @@ __all__ = [
     "RankTrace",
     "TraceError",
     "find_traces",
+    "is_trace",
     "read_trace",
 ]
 
@@ -110,7 +111,9 @@ def find_traces(paths: Iterable[Path | str]) -> list[Path]:
             out.append(path)
         elif path.is_dir():
             found = sorted(
-                p for p in path.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz"))
+                p
+                for p in path.rglob("*")
+                if p.is_file() and p.name.endswith((".json", ".json.gz")) and is_trace(p)
             )
             if not found:
                 raise TraceError(f"{path}: no .json or .json.gz trace in it")
@@ -286,9 +289,20 @@ class _Reducer:
             out.names.append(self.host_names[i])
 
 
-def read_trace(path: Path | str) -> RankTrace:
+def is_trace(path: Path) -> bool:
+    """Whether the file starts as a torch.profiler trace does (``traceEvents`` in its first
+    64 KiB), so that a folder's other JSON (a config, a trainer's state) is passed over."""
+    try:
+        with _open(path) as stream:
+            return b'"traceEvents"' in stream.read(_HEAD)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return True  # let read_trace say what is wrong with it
+
+
+def read_trace(path: Path | str, *, default_rank: int | None = None) -> RankTrace:
     """One rank's trace, streamed.  TraceError (one line naming the file) for a file that is
-    not a trace, is truncated or corrupt, or names no rank."""
+    not a trace, is truncated or corrupt, or names no rank; ``default_rank``: the rank of a
+    trace that names none (the one trace of a job of one process)."""
     import ijson
 
     path = Path(path)
@@ -299,7 +313,10 @@ def read_trace(path: Path | str) -> RankTrace:
             fields = _head_fields(head)
             info = fields.get("distributedInfo")
             info = info if isinstance(info, dict) else {}
+            if b'"traceEvents"' not in head:
+                raise TraceError(f"{path}: not a torch.profiler trace (no traceEvents)")
             rank = _rank_of(path, info)
+            rank = default_rank if rank is None else rank
             if rank is None:
                 raise TraceError(
                     f"{path}: no rank (no distributedInfo.rank, no rank-N in the file's name)"

@@ -248,17 +248,17 @@ def analyze_traces(
         raise ConfigError("give the trace files or folders to analyze")
     traces: list[trace_file.RankTrace] = []
     unread: list[str] = []
+    extra: dict[int, list[Path]] = {}
     for path in files:
         if progress is not None:
             progress(path)
         try:
-            read = trace_file.read_trace(path)
+            read = trace_file.read_trace(path, default_rank=0 if len(files) == 1 else None)
         except trace_file.TraceError as exc:
             unread.append(str(exc))
             continue
         if any(t.rank == read.rank for t in traces):
-            first = next(t for t in traces if t.rank == read.rank)
-            unread.append(f"{path}: rank {read.rank} again (as in {first.path}); not analysed")
+            extra.setdefault(read.rank, []).append(path)  # a profiler cycle's file, or a copy
             continue
         traces.append(read)
     if not traces:
@@ -272,6 +272,18 @@ def analyze_traces(
         started=_file_time([t.path for t in traces]),
         warnings=unread,
     )
+    imported.findings += [
+        Finding(
+            id="attribution.trace.extra",
+            severity="info",
+            scope="run",
+            message=f"rank {rank}: {1 + len(more)} files (a profiler schedule that repeats writes "
+            f"one per cycle); {next(t.path.name for t in traces if t.rank == rank)} analysed, "
+            f"not {', '.join(p.name for p in more)}",
+            fix="give one file per rank to analyze another cycle",
+        )
+        for rank, more in sorted(extra.items())
+    ]
     imported.findings += [
         Finding(
             id="attribution.trace.unread",
@@ -293,7 +305,10 @@ def analyze_traces(
         "events": sum(t.num_events for t in traces),
         "bytes": sum(t.num_bytes for t in traces),
     }
+    named = {t.backend for t in traces}
     backend = "nccl" if all(t.device for t in traces) else "gloo"
+    if len(named) == 1 and None not in named:
+        backend = str(named.pop())  # the process group's own: nccl, gloo
     return _finish_imported("traces", imported, entered=entered, out=out, baseline=baseline,
                             exports=exports, pushgateway=pushgateway, history=history,
                             use_history=use_history, command=command, warn=warn,

@@ -94,6 +94,32 @@ _CPU_FIXES = {
 }
 """The fixes for CPU workers: no GPU, CUDA graph or NCCL to point at."""
 
+_JOB_FIXES = {
+    "compute": (
+        "The devices are doing the model's math: raise the per-device batch, torch.compile the "
+        "model, train in bf16, use fused attention (F.scaled_dot_product_attention); past that "
+        "only more or faster GPUs help."
+    ),
+    "memory": (
+        "Memory-bound kernels dominate: fuse elementwise work (torch.compile), use a fused "
+        "optimizer (torch.optim.AdamW(fused=True)) and fused norms, and a larger batch to raise "
+        "the arithmetic intensity; the top kernels below say which."
+    ),
+    "communication": (
+        "Overlap communication with backward (DDP bucket_cap_mb, FSDP prefetch), shard by the "
+        "network (DDP and ZeRO-1 move less per step than full sharding), raise the batch or "
+        "gradient accumulation, and check NCCL's transport (NCCL_DEBUG=INFO: NVLink/RDMA, not "
+        "sockets); 'clusterbench run --only collectives' measures the links."
+    ),
+    "coordination": (
+        "The devices wait: feed the input pipeline (DataLoader num_workers, pin_memory, "
+        "prefetch_factor), find the rank the others wait for (named below) and its cause, and "
+        "cut host launch overhead with CUDA graphs (torch.compile(mode='reduce-overhead'))."
+    ),
+}
+"""The fixes for a team's own job (``clusterbench analyze``): in the job's own terms, not
+clusterbench's settings."""
+
 
 def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     """Every attribution verdict: the dominant class, the straggler, ranks busy for longer,
@@ -168,9 +194,15 @@ def verdict_findings(
                 "num_ranks": len(ranks),
                 "joined": evidence,
             },
-            fix=_FIXES[bound] if results.run.backend == "nccl" else _CPU_FIXES[bound],
+            fix=_fix(results, bound),
         )
     ]
+
+
+def _fix(results: Results, bound: str) -> str:
+    if results.run.suite == "analyze":
+        return _JOB_FIXES[bound]
+    return _FIXES[bound] if results.run.backend == "nccl" else _CPU_FIXES[bound]
 
 
 def _evidence(
@@ -249,6 +281,8 @@ def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Findi
     if found is None:
         return []
     rank, m, late = found.rank, found.step_time, found.lateness_ms
+    # the rank's own trace: kept in the run folder, or the file clusterbench analyze read
+    trace_name = str(m.params.get("trace") or f"traces/rank-{rank:05d}.pt.trace.json.gz")
     own = found.coordination_pct[rank]
     others = [v for r, v in found.coordination_pct.items() if r != rank]
     severity, note = _judged(results, m.host)
@@ -272,13 +306,12 @@ def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Findi
             },
             fix=(
                 "Look at that GPU: clocks and throttling (nvidia-smi -q -d PERFORMANCE,CLOCK), "
-                "its Level 1 results against its peers, its host's CPU load and input pipeline; "
-                "its trace (traces/rank-NNNNN.pt.trace.json.gz) shows what it does while the "
-                "others wait."
+                f"its Level 1 results against its peers, its host's CPU load and input pipeline; "
+                f"its trace ({trace_name}) shows what it does while the others wait."
                 if not m.device.startswith("cpu")
                 else "Look at that rank's cores: other processes on them (top, taskset -p PID) "
-                "and its input pipeline; its trace (traces/rank-NNNNN.pt.trace.json.gz) shows "
-                "what it does while the others wait."
+                f"and its input pipeline; its trace ({trace_name}) shows what it does while the "
+                "others wait."
             ),
         )
     ]

@@ -69,7 +69,7 @@ class AttributionMetrics(MetricSet, benchmark="attribution"):
         only_when="the profiled steps run collectives",
     )  # fmt: skip
     kernel_time_ms = Metric(
-        "ms", "lower", "a top kernel's device time inside the profiled steps (params kernel, class)",
+        "ms", "lower", "a top kernel's own time inside the profiled steps (params kernel, class)",
         only_when="clusterbench analyze reads a team's own traces",
     )  # fmt: skip
     # the accumulation sweep, per accum_steps: per iteration (rank_step=N) and their mean
