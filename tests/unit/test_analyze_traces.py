@@ -235,3 +235,23 @@ def test_a_repeating_schedule_s_files_and_a_one_process_trace(tmp_path: Path) ->
     assert {m.rank for m in load_results(tmp_path / "one").measurements} == {0}
     code, _, err = _analyze(lone / "config.json", "-o", tmp_path / "none")
     assert code == 2 and "not a torch.profiler trace (no traceEvents)" in err
+
+
+def test_collectives_that_differ_across_ranks_are_not_matched() -> None:
+    """A sampled trace (or process groups whose collectives interleave differently): the k-th
+    collectives of a step run different kernels on the two ranks: no wait, no lateness from
+    them, and the count is told; alike ones are still matched."""
+    from clusterbench.benchmarks.attribution import ranks
+
+    ar, a2a = "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "ncclDevKernel_SendRecv"
+    rank0 = {1: [trace.Collective(ar, 1.0, 5.0), trace.Collective(a2a, 9.0, 2.0),
+                 trace.Collective(ar, 20.0, 4.0)]}  # fmt: skip
+    rank1 = {1: [trace.Collective(a2a, 3.0, 1.0), trace.Collective(ar, 9.5, 6.0),
+                 trace.Collective(ar, 22.0, 1.0)]}  # fmt: skip
+    per_rank = [rank0, rank1]
+    assert ranks.mismatched(per_rank) == 2
+    assert [k for _, k, _ in ranks.matched_collectives(per_rank)] == [2]
+    assert ranks.collective_waits(per_rank) == [{1: [0.0, 0.0, 3.0]}, {1: [0.0, 0.0, 0.0]}]
+    assert ranks.start_waits(per_rank) == [{1: [0.0, 0.0, 2.0]}, {1: [0.0, 0.0, 0.0]}]
+    spreads, late = ranks.start_lateness(per_rank)
+    assert spreads == [2.0] and late == [[0.0], [2.0]]

@@ -49,7 +49,8 @@ class TraceAttribution:
     spreads_ms: list[float] = field(default_factory=list)
     """Per matched collective, the spread of its start offsets across ranks."""
     matched: int = 0
-    notes: list[str] = field(default_factory=list)
+    notes: list[tuple[str, str, str]] = field(default_factory=list)
+    """(finding id, message, fix) of what the traces say about themselves."""
 
 
 def _step_event(n: int, start: float, end: float) -> dict[str, object]:
@@ -94,18 +95,30 @@ def attribute(traces: list[RankTrace], *, top: int = 10) -> TraceAttribution:
                 kernels=_top_kernels(t, acts[i], top=top),
             )
         )
-    notes = []
+    notes: list[tuple[str, str, str]] = []
+    differ = ranks.mismatched(per_rank) if len(traces) > 1 else 0
+    if differ:
+        notes.append((
+            "attribution.trace.unmatched",
+            f"{differ} collective(s) run different kernels on different ranks at the same place "
+            "in a step (a sampled trace, or process groups whose collectives interleave "
+            "differently): not matched, so their waits and lateness are not counted",
+            "profile every rank over the same steps, whole (no sampling)",
+        ))  # fmt: skip
     windowed = [t for t in traces if t.windowed]
     if windowed:
-        notes.append(
+        notes.append((
+            "attribution.trace.window",
             f"{len(windowed)} trace(s) without ProfilerStep#N spans ("
             + ", ".join(t.path.name for t in windowed[:3])
             + (", ..." if len(windowed) > 3 else "")
             + "): each is read as one window, from its first activity to its last, and the "
             "ranks' collectives are matched for their waits but not timed against each other "
             "(the windows start apart); a torch.profiler schedule (docs: the analyze recipe) "
-            "gives steps to compare"
-        )
+            "gives steps to compare",
+            "profile with a torch.profiler schedule (wait, warmup, active) and call "
+            "prof.step() once per training step",
+        ))  # fmt: skip
     return TraceAttribution(ranks=out, spreads_ms=spreads, matched=len(spreads), notes=notes)
 
 
@@ -225,15 +238,8 @@ def trace_findings(result: TraceAttribution) -> list[Finding]:
     """What the traces themselves say beside the attribution's verdicts: the notes (a trace
     read as one window), and who arrived last at the matched collectives."""
     out = [
-        Finding(
-            id="attribution.trace.window",
-            severity="info",
-            scope="run",
-            message=note,
-            fix="profile with a torch.profiler schedule (wait, warmup, active) and call "
-            "prof.step() once per training step",
-        )
-        for note in result.notes
+        Finding(id=kind, severity="info", scope="run", message=message, fix=fix)
+        for kind, message, fix in result.notes
     ]
     if result.matched:
         # the rank the others waited for longest, summed over the matched collectives
