@@ -309,6 +309,25 @@ def test_an_imported_nccl_tests_run_in_chromium(chromium: webdriver.Chrome, tmp_
     assert {f["benchmark"] for f in opened.blob["figures"]} == {"collectives"}
 
 
+def test_an_analyze_run_of_real_traces_in_chromium(
+    chromium: webdriver.Chrome, tmp_path: Path
+) -> None:
+    """clusterbench analyze of two real CPU ranks' traces (a planted straggler): the page draws
+    the attribution figures and shows the top kernels' table, no column hidden."""
+    traces = Path(__file__).resolve().parents[1] / "data" / "traces" / "cpu-gloo-slow-rank"
+    out = tmp_path / "run"
+    proc = cli("analyze", str(traces), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    page = out / REPORT_FILE
+    html = page.read_text(encoding="utf-8")
+    opened = open_page(chromium, page)
+    assert_sound(opened, html)
+    results = load_results(out)
+    assert without_ids(opened.blob["figures"]) == as_json(report_plots(results), results)
+    assert {f["benchmark"] for f in opened.blob["figures"]} == {"attribution"}
+    assert "top kernels by device time" in chromium.find_element(By.TAG_NAME, "main").text
+
+
 def test_a_synthetic_multi_node_run_in_chromium(chromium: webdriver.Chrome, tmp_path: Path) -> None:
     results = cluster_results(num_hosts=16, gpus_per_host=8)
     path = tmp_path / "results.json"
