@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
 from clusterbench.cli._common import PlainUsage, _print_run, _split, _usage_error, app
+from clusterbench.exits import EXIT_RUN_ERROR
+
+if TYPE_CHECKING:
+    from clusterbench.pipeline.finish import Finished
 
 __all__: list[str] = []
 
@@ -175,25 +180,39 @@ def _import(
     export_formats: list[str] | None,
     verbose: bool,
 ) -> None:
-    from clusterbench.config import ConfigError
-    from clusterbench.pipeline.finish import ResultsWriteError
     from clusterbench.pipeline.imported import import_run
-    from clusterbench.pipeline.start import RunOutcome
 
     if history is not None and no_history:
         raise _usage_error("--history and --no-history together: choose one")
-    try:
-        done = import_run(
+    _finish_and_print(
+        lambda: import_run(
             kind, files, out=out, host=host, level=level, baseline=baseline,
             exports=_split(export_formats), history=history, use_history=not no_history,
-            command=shlex.join(["clusterbench", *sys.argv[1:]]),
-            warn=lambda line: typer.echo(f"clusterbench: warning: {line}", err=True),
-        )  # fmt: skip
+            command=shlex.join(["clusterbench", *sys.argv[1:]]), warn=_warn,
+        ),
+        verbose=verbose,
+    )  # fmt: skip
+
+
+def _warn(line: str) -> None:
+    typer.echo(f"clusterbench: warning: {line}", err=True)
+
+
+def _finish_and_print(call: Callable[[], Finished], *, verbose: bool) -> NoReturn:
+    """Run ``call`` (an import or an analysis that ends in a run folder), print the run as
+    'clusterbench run' prints it, and exit with its code: a bad input is one line and 2, a
+    folder that cannot be written one line and 3."""
+    from clusterbench.config import ConfigError
+    from clusterbench.pipeline.finish import ResultsWriteError
+    from clusterbench.pipeline.start import RunOutcome
+
+    try:
+        done = call()
     except ConfigError as exc:
         raise _usage_error(str(exc)) from None
     except ResultsWriteError as exc:
         typer.echo(f"clusterbench: error: {exc}", err=True)
-        raise typer.Exit(3) from None
+        raise typer.Exit(EXIT_RUN_ERROR) from None
     run_dir = done.run.run_dir
     assert run_dir is not None
     outcome = RunOutcome(results=done.results, run_dir=run_dir, exit_code=done.exit_code,
@@ -259,30 +278,16 @@ def analyze(
     verbose: VerboseOption = False,
 ) -> None:
     """Attribute a team's own profiler traces."""
-    from clusterbench.config import ConfigError
-    from clusterbench.pipeline.finish import ResultsWriteError
     from clusterbench.pipeline.imported import analyze_traces
-    from clusterbench.pipeline.start import RunOutcome
 
     if history is not None and no_history:
         raise _usage_error("--history and --no-history together: choose one")
-    warn = lambda line: typer.echo(f"clusterbench: warning: {line}", err=True)  # noqa: E731
-    try:
-        done = analyze_traces(
+    _finish_and_print(
+        lambda: analyze_traces(
             traces, out=out, top=top, baseline=baseline, exports=_split(export_formats),
             history=history, use_history=not no_history,
-            command=shlex.join(["clusterbench", *sys.argv[1:]]), warn=warn,
+            command=shlex.join(["clusterbench", *sys.argv[1:]]), warn=_warn,
             progress=lambda path: typer.echo(f"reading {path}", err=True) if verbose else None,
-        )  # fmt: skip
-    except ConfigError as exc:
-        raise _usage_error(str(exc)) from None
-    except ResultsWriteError as exc:
-        typer.echo(f"clusterbench: error: {exc}", err=True)
-        raise typer.Exit(3) from None
-    run_dir = done.run.run_dir
-    assert run_dir is not None
-    outcome = RunOutcome(results=done.results, run_dir=run_dir, exit_code=done.exit_code,
-                         analysis=done.run, history=done.history,
-                         exported=done.exported)  # fmt: skip
-    _print_run(outcome, verbose=verbose)
-    raise typer.Exit(done.exit_code)
+        ),
+        verbose=verbose,
+    )  # fmt: skip
