@@ -78,6 +78,15 @@ def test_a_planted_straggler_is_found_in_real_cpu_traces(tmp_path: Path) -> None
     (last,) = [f for f in results.findings if f.id == "attribution.trace.last_arrivals"]
     assert "rank 1 (vm) arrived last" in last.message
     assert last.evidence["last_arrivals"]["1"] == last.evidence["matched"] > 0
+    # late for a host-side reason, rank 1 is idle itself: the straggler is told by the waits
+    # inside collectives (rank 0's), not by the coordination both have; two CPU ranks of one
+    # host: stated, not judged
+    (straggler,) = [f for f in results.findings if f.id == "attribution.straggler"]
+    assert straggler.evidence["rank"] == 1 and straggler.severity == "info"
+    assert "waiting in collectives" in straggler.message
+    waits = {m.rank: m.value for m in results.measurements
+             if m.metric == "wait_pct" and "accum_steps" not in m.params}  # fmt: skip
+    assert waits[1] < 5.0 < 50.0 < waits[0]
     kernels = [m for m in results.measurements if m.metric == "kernel_time_ms"]
     assert {m.params["class"] for m in kernels} <= {"compute", "memory", "comm"}
     assert any(m.params["kernel"] == "gloo:all_reduce" for m in kernels)

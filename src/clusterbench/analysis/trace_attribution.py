@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from clusterbench.analysis.trace_file import RankTrace
-from clusterbench.benchmarks.attribution import AttributionMetrics, ranks
+from clusterbench.benchmarks.attribution import AttributionMetrics, idle, ranks
 from clusterbench.benchmarks.attribution import trace as kineto
 from clusterbench.metrics import Metric
 from clusterbench.schema import Finding, Measurement, ParamValue, Stats
@@ -40,6 +40,9 @@ class RankAttribution:
     """Per matched collective, how far behind the earliest rank this rank started it."""
     last_arrivals: int = 0
     """Matched collectives this rank was the last to start."""
+    wait_pct: list[float] = field(default_factory=list)
+    """Per step, % of it spent inside collectives until the latest rank started them, with no
+    other device work (:func:`~clusterbench.benchmarks.attribution.idle.iteration_idle`)."""
     kernels: list[KernelTime] = field(default_factory=list)
 
 
@@ -76,6 +79,7 @@ def attribute(traces: list[RankTrace], *, top: int = 10) -> TraceAttribution:
     # at each rank's first activity, which the ranks do not share
     timed = len(traces) > 1 and not any(t.windowed for t in traces)
     spreads, late = ranks.start_lateness(per_rank) if timed else ([], [[]])
+    start_waits = ranks.start_waits(per_rank) if timed else [{} for _ in traces]
     last = Counter[int]()
     for _, _, same in ranks.matched_collectives(per_rank) if timed else ():
         offsets = [c.offset_ms for c in same]
@@ -83,15 +87,21 @@ def attribute(traces: list[RankTrace], *, top: int = 10) -> TraceAttribution:
     out = []
     for i, t in enumerate(traces):
         steps = []
+        wait_pct: list[float] = []
         for n, start, end in t.steps:
             steps += kineto.step_breakdowns([_step_event(n, start, end)], acts=acts[i][n],
                                            waits_ms=waits[i])  # fmt: skip
+            if timed:
+                (it,) = idle.iteration_idle([_step_event(n, start, end)], acts=acts[i][n],
+                                            waits_ms=start_waits[i])  # fmt: skip
+                wait_pct.append(it.wait_pct)
         out.append(
             RankAttribution(
                 trace=t,
                 steps=steps,
                 lateness_ms=late[i] if i < len(late) else [],
                 last_arrivals=last[t.rank],
+                wait_pct=wait_pct,
                 kernels=_top_kernels(t, acts[i], top=top),
             )
         )
@@ -219,6 +229,8 @@ def measurements(result: TraceAttribution) -> list[Measurement]:
             step = {**base, "rank_step": str(s.step)}
             for name in (*kineto.CLASSES, "communication_overlapped"):
                 add(a.get(name), p[name], step)
+        if r.wait_pct:
+            add(a.wait_pct, statistics.fmean(r.wait_pct), mean, Stats.from_samples(r.wait_pct))
         if r.lateness_ms:
             late = {**mean, "last_arrivals": r.last_arrivals}
             add(a.collective_start_lateness_ms, statistics.median(r.lateness_ms), late,

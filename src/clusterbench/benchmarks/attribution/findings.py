@@ -135,11 +135,14 @@ def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
 
 
 def _by_rank(source: Results | Iterable[Measurement]) -> dict[int, dict[Metric, Measurement]]:
-    """Per rank, its measurement of each metric over the profiled steps (rank_step=mean)."""
+    """Per rank, its measurement of each metric over the profiled steps (rank_step=mean); not
+    the accumulation sweep's (one per count) nor the top kernels (one per kernel)."""
     metrics = AttributionMetrics.all()
     out: dict[int, dict[Metric, Measurement]] = defaultdict(dict)
     ms = source.measurements if isinstance(source, Results) else source
     for m in ms:  # in recorded order: the ranks' order shows in evidence
+        if "accum_steps" in m.params or "kernel" in m.params:
+            continue
         metric = next((x for x in metrics if x.matches(m)), None)
         if metric is not None and m.params.get("rank_step", "mean") == "mean":
             out[m.rank][metric] = m
@@ -246,9 +249,12 @@ class Straggler:
     lateness_ms: dict[int, float]
     """Every rank's collective start lateness, ms."""
     coordination_pct: dict[int, float]
-    """Every rank's coordination share of the step, %."""
+    """Every rank's waiting share of the step, %: inside collectives for the latest rank where
+    the ranks have it (``wait_pct`` of ``clusterbench analyze``), else its coordination."""
     step_ms: float
     """The ranks' median step time."""
+    in_collectives: bool = False
+    """Whether ``coordination_pct`` is the wait inside collectives."""
 
 
 def find_straggler(
@@ -268,11 +274,17 @@ def find_straggler(
     rank = max(late, key=lambda r: late[r])
     step_ms = statistics.median(ms[AttributionMetrics.step_time_ms].value for ms in ranks.values())
     coordination = {r: ms[AttributionMetrics.coordination].value for r, ms in ranks.items()}
-    waits_least = coordination[rank] < min(v for r, v in coordination.items() if r != rank)
+    # the time inside collectives waiting for the latest rank, where measured apart: a rank
+    # late for a host-side reason (its input) is idle itself, so its coordination is no less
+    waited = {r: ms[AttributionMetrics.wait_pct].value for r, ms in ranks.items()
+              if AttributionMetrics.wait_pct in ms}  # fmt: skip
+    in_collectives = set(waited) == set(ranks)
+    waiting = waited if in_collectives else coordination
+    waits_least = waiting[rank] < min(v for r, v in waiting.items() if r != rank)
     if late[rank] < max(_MIN_SPREAD_MS, step_ms * min_spread_pct / 100) or not waits_least:
         return None
     step_time = ranks[rank][AttributionMetrics.step_time_ms]
-    return Straggler(rank, step_time, late, coordination, step_ms)
+    return Straggler(rank, step_time, late, waiting, step_ms, in_collectives)
 
 
 def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Finding]:
@@ -285,6 +297,7 @@ def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Findi
     trace_name = str(m.params.get("trace") or f"traces/rank-{rank:05d}.pt.trace.json.gz")
     own = found.coordination_pct[rank]
     others = [v for r, v in found.coordination_pct.items() if r != rank]
+    where = " in collectives" if found.in_collectives else ""
     severity, note = _judged(results, m.host)
     return [
         Finding(
@@ -294,7 +307,7 @@ def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Findi
             message=(
                 f"Rank {rank} ({m.host} {m.device}) is the straggler: it starts its collectives "
                 f"{late[rank]:.1f} ms after the earliest rank (median; step {found.step_ms:.1f} "
-                f"ms), and spends {own:.0f}% of the step waiting while the others wait "
+                f"ms), and spends {own:.0f}% of the step waiting{where} while the others wait "
                 f"{statistics.fmean(others):.0f}%.{note}"
             ),
             evidence={
