@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.analysis.nccl_tests import measurements, parse_json, parse_text
+from clusterbench.analysis.nccl_tests import hosts, measurements, parse_json, parse_text
 from clusterbench.benchmarks.collectives.facts import bus_factor
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl-tests"
@@ -123,3 +123,24 @@ def test_old_twelve_column_rows_without_root() -> None:
     assert [r.busbw for r in run.rows] == [r.busbw for r in new.rows]
     assert all(r.root == -1 and r.wrong == {"out_of_place": None, "in_place": None}
                for r in run.rows)  # fmt: skip
+
+
+def test_the_device_lines_of_several_ranks_and_hosts() -> None:
+    """A real one-GPU output with the device lines of 8 ranks on two hosts, written as
+    nccl-tests prints them for each rank (no multi-GPU machine was lent to record one): the
+    ranks, hosts, device indices and PCI addresses, rank 0's host on the measurements."""
+    lines = (DATA / "all_reduce_perf.txt").read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("#  Rank  0"))
+    ranks = [
+        f"#  Rank {r:2d} Group  0 Pid {4000 + r:6d} on {host:>10} device {r % 4:2d} "
+        f"[0000:{0x18 + r % 4:02x}:00] NVIDIA H100 80GB HBM3"
+        for r, host in enumerate(["gpu-a"] * 4 + ["gpu-b"] * 4)
+    ]
+    run = parse_text("\n".join([*lines[:at], *ranks, *lines[at + 1 :]]))
+    assert run.ranks == 8 and run.hosts == ["gpu-a"] * 4 + ["gpu-b"] * 4
+    assert run.device_indices == [0, 1, 2, 3] * 2 and run.pci_bus_ids[5] == "0000:19:00"
+    ms = measurements(run)
+    assert {m.host for m in ms} == {"gpu-a"} and {m.params["group_size"] for m in ms} == {8}
+    (a, b) = hosts([run])
+    assert (a.hostname, b.hostname) == ("gpu-a", "gpu-b")
+    assert [g.index for g in b.gpus] == [0, 1, 2, 3]
