@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterbench.benchmarks.collectives import CollectivesMetrics
-from clusterbench.hardware.specs import match_spec, to_spec_ref
-from clusterbench.schema import GpuInfo, GpuSpecRef, HostInfo, Measurement, ParamValue
+from clusterbench.hardware.specs import spec_ref_for
+from clusterbench.schema import GpuInfo, HostInfo, Measurement, ParamValue
 
 __all__ = [
     "NcclTestsRow",
@@ -342,7 +342,7 @@ def hosts(runs: list[NcclTestsRun]) -> list[HostInfo]:
                     index=index,
                     name=run.devices[i],
                     pci_bus_id=bus or None,
-                    spec=_spec(run.devices[i]),
+                    spec=spec_ref_for(run.devices[i]),
                 ),
             )
     return [
@@ -351,11 +351,6 @@ def hosts(runs: list[NcclTestsRun]) -> list[HostInfo]:
         )
         for host, gpus in by_host.items()
     ]
-
-
-def _spec(name: str) -> GpuSpecRef | None:
-    spec = match_spec(name)
-    return None if spec is None else to_spec_ref(spec)
 
 
 def _measurement(

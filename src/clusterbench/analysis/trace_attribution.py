@@ -135,14 +135,13 @@ def attribute(traces: list[RankTrace], *, top: int = 10) -> TraceAttribution:
 def _top_kernels(
     t: RankTrace, acts: dict[int, list[kineto.Activity]], *, top: int
 ) -> list[KernelTime]:
-    """The names with the most device time inside the profiled steps (their busy time, not
-    counting an activity twice where steps overlap it)."""
+    """The names with the most time inside the profiled steps: a kernel's time on the device,
+    a host op's own time (:func:`_take_children_out`); each clipped to its step."""
     total: dict[tuple[str, str], float] = defaultdict(float)
     calls: Counter[tuple[str, str]] = Counter()
     window = sum(end - start for _, start, end in t.steps)
-    for (n, start, end), in_step in zip(t.steps, (acts[n] for n, _, _ in t.steps), strict=True):
-        del n
-        clipped = [(a, max(a.start_us, start), min(a.end_us, end)) for a in in_step]
+    for n, start, end in t.steps:
+        clipped = [(a, max(a.start_us, start), min(a.end_us, end)) for a in acts[n]]
         own = dict(enumerate(hi - lo for _, lo, hi in clipped))
         if not t.device:
             _take_children_out(clipped, own)

@@ -18,6 +18,7 @@ __all__ = [
     "match_spec",
     "pcie_gen_from_rate",
     "pcie_link_gbps",
+    "spec_ref_for",
     "to_spec_ref",
 ]
 
@@ -205,6 +206,13 @@ def match_spec(name: str, memory_bytes: int | None = None) -> GpuSpec | None:
                 return None
         return rule.spec
     return None
+
+
+def spec_ref_for(name: str) -> GpuSpecRef | None:
+    """The results.json spec of the GPU a tool names (nccl-tests' device lines, a trace's
+    deviceProperties), or None for a model without an entry."""
+    spec = match_spec(name)
+    return None if spec is None else to_spec_ref(spec)
 
 
 def to_spec_ref(spec: GpuSpec) -> GpuSpecRef:

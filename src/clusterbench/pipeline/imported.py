@@ -28,6 +28,7 @@ from clusterbench.schema import Finding, HostInfo, Measurement, Results, RunInfo
 
 if TYPE_CHECKING:
     from clusterbench.analysis.baseline import Baseline
+    from clusterbench.analysis.trace_file import RankTrace
 
 __all__ = ["IMPORTERS", "Imported", "analyze_traces", "import_run"]
 
@@ -315,20 +316,18 @@ def analyze_traces(
                             backend=backend, suite="analyze")  # fmt: skip
 
 
-def _trace_hosts(traces: Sequence[object]) -> list[HostInfo]:
-    from clusterbench.analysis.trace_file import RankTrace
-    from clusterbench.hardware.specs import match_spec, to_spec_ref
+def _trace_hosts(traces: Sequence[RankTrace]) -> list[HostInfo]:
+    """The hosts the traces ran on, each with the GPUs its ranks' kernels ran on."""
+    from clusterbench.hardware.specs import spec_ref_for
     from clusterbench.schema import GpuInfo
 
     hosts: dict[str, dict[int, GpuInfo]] = {}
     for t in traces:
-        assert isinstance(t, RankTrace)
         gpus = hosts.setdefault(t.host, {})
         if t.device and t.device_index not in gpus:
             name = t.gpu_names[t.device_index] if t.device_index < len(t.gpu_names) else "GPU"
-            spec = match_spec(name)
             gpus[t.device_index] = GpuInfo(index=t.device_index, name=name,
-                                           spec=to_spec_ref(spec) if spec else None)  # fmt: skip
+                                           spec=spec_ref_for(name))  # fmt: skip
     return [HostInfo(hostname=h, gpus=[g[i] for i in sorted(g)]) for h, g in hosts.items()]
 
 
