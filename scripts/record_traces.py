@@ -5,6 +5,7 @@ tests and the cross-check with HolisticTraceAnalysis.
     python scripts/record_traces.py --out DIR                    # 2 CPU ranks, gloo
     python scripts/record_traces.py --out DIR --device cuda      # 1 rank per GPU, NCCL
     python scripts/record_traces.py --out DIR --slow-rank 1      # rank 1 sleeps 100 ms a step
+    python scripts/record_traces.py --out DIR --slow-rank 1 --slow-every 2   # every 2nd step
     python scripts/record_traces.py --out DIR --plain            # no schedule: rank-N.json
 
 Each rank trains a small MLP (DDP) for a torch.profiler schedule of wait 1, warmup 1, active
@@ -41,14 +42,17 @@ def _rank(rank: int, world: int, args: argparse.Namespace, store: str) -> None:
     model = DDP(model.to(device), device_ids=[rank] if cuda else None)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x = torch.randn(args.batch, width, device=device)
-    schedule = torch.profiler.schedule(wait=1, warmup=1, active=4, repeat=1)
+    schedule = torch.profiler.schedule(wait=1, warmup=1, active=args.active, repeat=1)
     activities = [torch.profiler.ProfilerActivity.CPU]
     if cuda:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     handler = torch.profiler.tensorboard_trace_handler(args.out, use_gzip=args.gzip)
 
+    count = [0]
+
     def step() -> None:
-        if rank == args.slow_rank:
+        count[0] += 1
+        if rank == args.slow_rank and count[0] % args.slow_every == 0:
             time.sleep(args.slow_ms / 1e3)  # a straggler: the others wait at the all-reduce
         loss = model(x).square().mean()
         loss.backward()
@@ -67,7 +71,7 @@ def _rank(rank: int, world: int, args: argparse.Namespace, store: str) -> None:
     else:
         with torch.profiler.profile(activities=activities, schedule=schedule,
                                     on_trace_ready=handler) as prof:  # fmt: skip
-            for _ in range(7):
+            for _ in range(args.active + 3):
                 step()
                 prof.step()
     dist.destroy_process_group()
@@ -82,6 +86,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--slow-rank", type=int, default=-1)
     parser.add_argument("--slow-ms", type=float, default=100.0)
+    parser.add_argument("--slow-every", type=int, default=1, help="delay every Nth step only")
+    parser.add_argument("--active", type=int, default=4, help="profiled steps (a schedule)")
     parser.add_argument("--gzip", action="store_true", help="write .pt.trace.json.gz")
     parser.add_argument("--plain", action="store_true", help="no schedule; rank-N.json")
     args = parser.parse_args()

@@ -83,7 +83,9 @@ class Thresholds:
     (NVML's threshold) during a benchmark -> warn (``telemetry.hot``)."""
     straggler_min_spread_pct: float = 5.0
     """A rank whose collectives start later than the others by more than this % of the step
-    (and at least 1 ms) is the straggler -> fail."""
+    (and at least 1 ms) is the straggler -> fail; for a team's traces, a rank whose lateness
+    costs the job this much of the step (and 1 ms) by the trace's what-if.  A busy-time
+    outlier (``attribution.slow_rank``) must be this far above the others too."""
     nvlink_crc_fail_per_s: float = 100.0
     """NVLink CRC errors (flit or data) that grow during a run -> warn; at this many per second
     on one link -> fail (DCGM's health watch: "CRC errors only matter at rates of 100+ per

@@ -55,7 +55,7 @@ def test_cpu_classes_overlap_and_exposed_sum_to_the_step() -> None:
     assert pct["communication_overlapped"] == pytest.approx(10)
     assert pct["coordination"] == pytest.approx(20)
     assert sum(pct[c] for c in ("compute", "memory", "communication", "coordination")) == 100
-    assert s.collectives == (Collective("gloo:all_reduce", 0.04, 0.04),)
+    assert s.collectives == (Collective("gloo:all_reduce", 0.04, 0.04, at_ms=0.04),)
 
 
 def test_a_collective_waiting_for_peers_is_coordination() -> None:

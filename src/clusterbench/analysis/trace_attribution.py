@@ -13,8 +13,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from clusterbench.analysis.trace_file import RankTrace
-from clusterbench.benchmarks.attribution import AttributionMetrics, idle, ranks
+from clusterbench.benchmarks.attribution import AttributionMetrics, idle, ranks, whatif
 from clusterbench.benchmarks.attribution import trace as kineto
+from clusterbench.benchmarks.attribution.ranks import ClockFit
 from clusterbench.metrics import Metric
 from clusterbench.schema import Finding, Measurement, ParamValue, Stats
 
@@ -44,6 +45,15 @@ class RankAttribution:
     """Per step, % of it spent inside collectives until the latest rank started them, with no
     other device work (:func:`~clusterbench.benchmarks.attribution.idle.iteration_idle`)."""
     kernels: list[KernelTime] = field(default_factory=list)
+    clock_offset_ms: float | None = None
+    """What was taken from this rank's clock to put it on the common one."""
+    straggler_saving_ms: float | None = None
+    """Per step, what the job would save had this rank entered its collectives with the others
+    (:func:`~clusterbench.benchmarks.attribution.whatif.straggler_savings`)."""
+    input_wait_ms: list[float] = field(default_factory=list)
+    """Per step, the device idle while the host waits for the DataLoader."""
+    launch_gaps_ms: list[float] = field(default_factory=list)
+    """Per step, the rest of the device idle (launch gaps, host work between kernels)."""
 
 
 @dataclass(kw_only=True)
@@ -54,6 +64,7 @@ class TraceAttribution:
     matched: int = 0
     notes: list[tuple[str, str, str]] = field(default_factory=list)
     """(finding id, message, fix) of what the traces say about themselves."""
+    clock: ClockFit | None = None
 
 
 def _step_event(n: int, start: float, end: float) -> dict[str, object]:
@@ -63,7 +74,8 @@ def _step_event(n: int, start: float, end: float) -> dict[str, object]:
 
 def attribute(traces: list[RankTrace], *, top: int = 10) -> TraceAttribution:
     """Every rank's steps split into the four classes, after the ranks' collectives are
-    matched (the k-th collective of step N is the same operation on every rank)."""
+    matched (the k-th collective of step N is the same operation on every rank) and put on
+    one clock (:func:`~clusterbench.benchmarks.attribution.ranks.on_common_clock`)."""
     traces = sorted(traces, key=lambda t: t.rank)
     acts: list[dict[int, list[kineto.Activity]]] = []
     per_rank: list[dict[int, tuple[kineto.Collective, ...]]] = []
@@ -74,39 +86,130 @@ def attribute(traces: list[RankTrace], *, top: int = 10) -> TraceAttribution:
         for n, start, end in t.steps:
             collectives.update(kineto.step_collectives([_step_event(n, start, end)], acts=mine[n]))
         per_rank.append(collectives)
-    waits = ranks.collective_waits(per_rank) if len(traces) > 1 else [{} for _ in traces]
-    # start offsets are from each rank's step start: a window (no ProfilerStep spans) starts
-    # at each rank's first activity, which the ranks do not share
-    timed = len(traces) > 1 and not any(t.windowed for t in traces)
-    spreads, late = ranks.start_lateness(per_rank) if timed else ([], [[]])
-    start_waits = ranks.start_waits(per_rank) if timed else [{} for _ in traces]
-    last = Counter[int]()
-    for _, _, same in ranks.matched_collectives(per_rank) if timed else ():
-        offsets = [c.offset_ms for c in same]
-        last[traces[offsets.index(max(offsets))].rank] += 1
+    timing = _time_ranks(traces, per_rank)
     out = []
     for i, t in enumerate(traces):
         steps = []
         wait_pct: list[float] = []
+        idle_split: list[whatif.StepIdle] = []
         for n, start, end in t.steps:
-            steps += kineto.step_breakdowns([_step_event(n, start, end)], acts=acts[i][n],
-                                           waits_ms=waits[i])  # fmt: skip
-            if timed:
-                (it,) = idle.iteration_idle([_step_event(n, start, end)], acts=acts[i][n],
-                                            waits_ms=start_waits[i])  # fmt: skip
+            event = _step_event(n, start, end)
+            steps += kineto.step_breakdowns([event], acts=acts[i][n], waits_ms=timing.waits[i])
+            if i in timing.group:
+                (it,) = idle.iteration_idle([event], acts=acts[i][n],
+                                            waits_ms=timing.start_waits[i])  # fmt: skip
                 wait_pct.append(it.wait_pct)
+            busy = ((a.start_us, a.end_us) for a in acts[i][n])
+            idle_split.append(whatif.idle_split(busy, step=(start, end),
+                                                input_spans=t.input_spans))  # fmt: skip
         out.append(
             RankAttribution(
                 trace=t,
                 steps=steps,
-                lateness_ms=late[i] if i < len(late) else [],
-                last_arrivals=last[t.rank],
+                lateness_ms=timing.late.get(i, []),
+                last_arrivals=timing.last[i],
                 wait_pct=wait_pct,
                 kernels=_top_kernels(t, acts[i], top=top),
+                clock_offset_ms=timing.offsets.get(i),
+                straggler_saving_ms=timing.savings.get(i),
+                input_wait_ms=[s.input_ms for s in idle_split],
+                launch_gaps_ms=[s.gaps_ms for s in idle_split],
             )
         )
+    notes = _notes(traces, per_rank, timing)
+    return TraceAttribution(ranks=out, spreads_ms=timing.spreads, matched=len(timing.spreads),
+                            notes=notes, clock=timing.fit)  # fmt: skip
+
+
+@dataclass(kw_only=True)
+class _Timing:
+    """The ranks timed against each other: ``group`` (indices into the traces) on one clock."""
+
+    group: list[int] = field(default_factory=list)
+    waits: list[dict[int, list[float]]] = field(default_factory=list)
+    start_waits: dict[int, dict[int, list[float]]] = field(default_factory=dict)
+    late: dict[int, list[float]] = field(default_factory=dict)
+    spreads: list[float] = field(default_factory=list)
+    last: Counter[int] = field(default_factory=Counter)
+    offsets: dict[int, float] = field(default_factory=dict)
+    savings: dict[int, float] = field(default_factory=dict)
+    fit: ClockFit | None = None
+    tolerance_ms: float = 0.5
+
+
+def _time_ranks(
+    traces: list[RankTrace], per_rank: list[dict[int, tuple[kineto.Collective, ...]]]
+) -> _Timing:
+    """Waits (duration-based, clock-free) within the ranks that share their steps; lateness,
+    start waits and the straggler's saving on the common clock.  Ranks with ProfilerStep spans
+    are timed among themselves; traces read as one window only where every rank is one, and
+    then only if their collectives' ends agree once aligned (the k-th collective of windows
+    that start apart may not be one operation)."""
+    num = len(traces)
+    timing = _Timing(waits=[{} for _ in traces])
+    stepped = [i for i, t in enumerate(traces) if not t.windowed]
+    group = stepped if len(stepped) > 1 else (list(range(num)) if not stepped else [])
+    if len(group) < 2:
+        return timing
+    mine = [per_rank[i] for i in group]
+    for i, waits in zip(group, ranks.collective_waits(mine), strict=True):
+        timing.waits[i] = waits
+    if not stepped:  # a window's first collective waits for the ranks' profilers to start
+        mine = [{n: cs[1:] for n, cs in r.items()} for r in mine]
+    tolerance = _tolerance_ms([traces[i] for i in group])
+    aligned, fit = ranks.on_common_clock(mine, max_residual_ms=tolerance)
+    timing.fit, timing.tolerance_ms = fit, tolerance
+    on_one_clock = fit is not None and fit.residual_ms <= tolerance
+    if not on_one_clock and not stepped:
+        return timing  # windows that start apart, and no clock to put them on
+    timing.group = group
+    spreads, late = ranks.start_lateness(aligned)
+    timing.spreads = spreads
+    for i, waits, lateness in zip(group, ranks.start_waits(aligned), late, strict=True):
+        timing.start_waits[i] = waits
+        timing.late[i] = lateness
+    for _, _, same in ranks.matched_collectives(aligned):
+        offsets = [c.offset_ms for c in same]
+        timing.last[group[offsets.index(max(offsets))]] += 1
+    if fit is not None and on_one_clock:
+        timing.offsets = dict(zip(group, fit.offsets_ms, strict=True))
+        common = set.intersection(*(set(r) for r in mine))
+        spans = [[(s, e) for n, s, e in traces[i].steps if n in common] for i in group]
+        starts = [
+            sp[0][0] / 1e3 - o if sp else 0.0 for sp, o in zip(spans, fit.offsets_ms, strict=True)
+        ]
+        if not stepped:  # from the first timed collective on: no gap before it
+            first = [next(iter(r[n][0] for n in sorted(r) if r[n]), None) for r in aligned]
+            starts = [c.at_ms or 0.0 if c is not None else 0.0 for c in first]
+        if all(spans):
+            savings = whatif.straggler_savings(
+                aligned, starts_ms=starts,
+                ends_ms=[sp[-1][1] / 1e3 - o for sp, o in zip(spans, fit.offsets_ms, strict=True)],
+                num_steps=len(common),
+            )  # fmt: skip
+            timing.savings = dict(zip(group, savings, strict=True))
+    return timing
+
+
+def _tolerance_ms(traces: list[RankTrace]) -> float:
+    """How far the matched collectives' ends may still disagree once the clocks are aligned
+    (median spread) for the alignment to stand: 0.5 ms, or 5% of the median step where that
+    is more.  NCCL's kernels of one collective end within microseconds of each other on every
+    member; gloo's spans on CPU ranks sharing cores within a few ms; a collective matched with
+    the wrong one is off by the time between two collectives, most of a step in the usual
+    case of a few large ones."""
+    steps = [(e - s) / 1e3 for t in traces for _, s, e in t.steps]
+    return max(0.5, 0.05 * statistics.median(steps)) if steps else 0.5
+
+
+def _notes(
+    traces: list[RankTrace],
+    per_rank: list[dict[int, tuple[kineto.Collective, ...]]],
+    timing: _Timing,
+) -> list[tuple[str, str, str]]:
     notes: list[tuple[str, str, str]] = []
-    differ = ranks.mismatched(per_rank) if len(traces) > 1 else 0
+    mine = [per_rank[i] for i in timing.group] if timing.group else per_rank
+    differ = ranks.mismatched(mine) if len(mine) > 1 else 0
     if differ:
         notes.append((
             "attribution.trace.unmatched",
@@ -115,21 +218,42 @@ def attribute(traces: list[RankTrace], *, top: int = 10) -> TraceAttribution:
             "differently): not matched, so their waits and lateness are not counted",
             "profile every rank over the same steps, whole (no sampling)",
         ))  # fmt: skip
+    fit = timing.fit
+    if fit is not None:
+        group = timing.group or list(range(len(traces)))
+        far = max(range(len(fit.offsets_ms)), key=lambda i: abs(fit.offsets_ms[i]))
+        aligned = fit.residual_ms <= timing.tolerance_ms
+        notes.append((
+            "attribution.trace.clock",
+            f"The ranks' clocks aligned on the ends of {fit.num_collectives} matched "
+            f"collectives: moved by up to {fit.moved_ms:.3f} ms (rank "
+            f"{traces[group[far]].rank}); the ends then agree within {fit.residual_ms:.3f} ms "
+            f"(median; at most {fit.residual_max_ms:.3f} ms)"
+            + ("" if aligned else f", more than the {timing.tolerance_ms:.1f} ms that shows one "
+               "collective matched on every rank: lateness is measured from each rank's own "
+               "step start instead"),
+            "" if aligned else "profile every rank over the same steps, whole (no sampling)",
+        ))  # fmt: skip
     windowed = [t for t in traces if t.windowed]
     if windowed:
+        timed = (
+            "timed against each other on their aligned clocks"
+            if (len(windowed) == len(traces) and timing.group)
+            else "not timed against each other"
+        )
         notes.append((
             "attribution.trace.window",
             f"{len(windowed)} trace(s) without ProfilerStep#N spans ("
             + ", ".join(t.path.name for t in windowed[:3])
             + (", ..." if len(windowed) > 3 else "")
-            + "): each is read as one window, from its first activity to its last, and the "
-            "ranks' collectives are matched for their waits but not timed against each other "
-            "(the windows start apart); a torch.profiler schedule (docs: the analyze recipe) "
-            "gives steps to compare",
+            + f"): each is read as one window, from its first activity to its last, {timed}"
+            + ("" if len(windowed) == len(traces) else
+               "; the ranks with steps are timed among themselves")
+            + "; a torch.profiler schedule (docs: the analyze recipe) gives steps to compare",
             "profile with a torch.profiler schedule (wait, warmup, active) and call "
             "prof.step() once per training step",
         ))  # fmt: skip
-    return TraceAttribution(ranks=out, spreads_ms=spreads, matched=len(spreads), notes=notes)
+    return notes
 
 
 def _top_kernels(
@@ -231,18 +355,35 @@ def measurements(result: TraceAttribution) -> list[Measurement]:
         if r.wait_pct:
             add(a.wait_pct, statistics.fmean(r.wait_pct), mean, Stats.from_samples(r.wait_pct))
         if r.lateness_ms:
-            late = {**mean, "last_arrivals": r.last_arrivals}
+            late = {**mean, "last_arrivals": r.last_arrivals, "num_collectives": result.matched}
             add(a.collective_start_lateness_ms, statistics.median(r.lateness_ms), late,
                 Stats.from_samples(r.lateness_ms))  # fmt: skip
         if r is result.ranks[0] and result.spreads_ms:
             spread = {**mean, "num_collectives": result.matched}
             add(a.collective_start_spread_ms, statistics.median(result.spreads_ms), spread,
                 Stats.from_samples(result.spreads_ms))  # fmt: skip
+        if r.clock_offset_ms is not None:
+            add(a.clock_offset_ms, r.clock_offset_ms, mean)
+        for what, values in _whatifs(r).items():
+            add(a.whatif_saving_ms, statistics.fmean(values), {**mean, "whatif": what},
+                Stats.from_samples(values))  # fmt: skip
         for k in r.kernels:
             add(a.kernel_time_ms, k.total_ms,
                 {**base, "kernel": k.name, "class": k.kind, "calls": k.calls,
                  "share_pct": round(k.share_pct, 2)})  # fmt: skip
     return out
+
+
+def _whatifs(r: RankAttribution) -> dict[str, list[float]]:
+    """Per fix, what it would save in each profiled step of this rank (ms)."""
+    out = {
+        "input_wait": r.input_wait_ms,
+        "launch_gaps": r.launch_gaps_ms,
+        "exposed_communication": [s.communication_ms for s in r.steps],
+    }
+    if r.straggler_saving_ms is not None:
+        out["straggler"] = [r.straggler_saving_ms]
+    return {k: v for k, v in out.items() if v}
 
 
 def trace_findings(result: TraceAttribution) -> list[Finding]:

@@ -126,8 +126,9 @@ def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     the accumulation sweep's statement."""
     stragglers = straggler_findings(results, min_spread_pct=thresholds.straggler_min_spread_pct)
     slow = busy_time_outliers(
-        results, mads=thresholds.outlier_mads, min_rel=thresholds.outlier_min_rel
-    )
+        results, mads=thresholds.outlier_mads, min_rel=thresholds.outlier_min_rel,
+        min_spread_pct=thresholds.straggler_min_spread_pct,
+    )  # fmt: skip
     verdict = verdict_findings(
         results, stragglers=stragglers, min_busbw_efficiency=thresholds.busbw_min_efficiency
     )
@@ -141,7 +142,7 @@ def _by_rank(source: Results | Iterable[Measurement]) -> dict[int, dict[Metric, 
     out: dict[int, dict[Metric, Measurement]] = defaultdict(dict)
     ms = source.measurements if isinstance(source, Results) else source
     for m in ms:  # in recorded order: the ranks' order shows in evidence
-        if "accum_steps" in m.params or "kernel" in m.params:
+        if "accum_steps" in m.params or "kernel" in m.params or "whatif" in m.params:
             continue
         metric = next((x for x in metrics if x.matches(m)), None)
         if metric is not None and m.params.get("rank_step", "mean") == "mean":
@@ -154,6 +155,27 @@ def _ranks_with(
 ) -> dict[int, dict[Metric, Measurement]]:
     """:func:`_by_rank`, only the ranks that have every one of ``metrics``."""
     return {r: ms for r, ms in _by_rank(source).items() if all(x in ms for x in metrics)}
+
+
+def whatif_savings(source: Results | Iterable[Measurement]) -> dict[str, dict[int, float]]:
+    """Per fix (``whatif`` param: straggler, input_wait, launch_gaps, exposed_communication),
+    each rank's saving per step in ms, as ``clusterbench analyze`` reads it from the trace."""
+    out: dict[str, dict[int, float]] = defaultdict(dict)
+    for m in AttributionMetrics.whatif_saving_ms.select(source):
+        if m.params.get("rank_step", "mean") == "mean":
+            out[str(m.params["whatif"])][m.rank] = m.value
+    return dict(out)
+
+
+def _floor_ms(step_ms: float, min_pct: float) -> float:
+    """What a rank finding must be worth to be raised: at least 1 ms and ``min_pct`` of the
+    step (a 0.2 ms difference in a 16 ms step is noise, not a straggler)."""
+    return max(_MIN_SPREAD_MS, step_ms * min_pct / 100)
+
+
+def _gain(saved_ms: float, step_ms: float) -> str:
+    pct = 100 * saved_ms / step_ms if step_ms > 0 else 0.0
+    return f"{saved_ms:.1f} ms per step ({pct:.0f}% of the {step_ms:.1f} ms step)"
 
 
 def _mean(ranks: dict[int, dict[Metric, Measurement]], metric: Metric) -> float:
@@ -178,10 +200,19 @@ def verdict_findings(
     evidence = _evidence(
         results, bound, stragglers=stragglers, min_busbw_efficiency=min_busbw_efficiency
     )
+    gains = _gains(results, bound, stragglers=stragglers)
+    gain_text = (
+        " What the trace says each fix would save: "
+        + "; ".join(f"{what}: {_gain(ms, step)}" for what, ms, step in gains)
+        + "."
+        if gains
+        else ""
+    )
     message = (
         f"This run is {bound}-bound: {shares[bound]:.0f}% {label} at {len(ranks)} {units} "
         f"({split}; {overlapped:.0f}% communication overlapped)."
         + "".join(f" {e}" for e in evidence)
+        + gain_text
     )
     return [
         Finding(
@@ -196,16 +227,60 @@ def verdict_findings(
                 "overlapped_pct": overlapped,
                 "num_ranks": len(ranks),
                 "joined": evidence,
+                "gains_ms": {what: ms for what, ms, _ in gains},
             },
-            fix=_fix(results, bound),
+            fix=_fix(results, bound, stragglers=stragglers),
         )
     ]
 
 
-def _fix(results: Results, bound: str) -> str:
+def _fix(results: Results, bound: str, *, stragglers: list[Finding]) -> str:
     if results.run.suite == "analyze":
-        return _JOB_FIXES[bound]
+        fix = _JOB_FIXES[bound]
+        named = stragglers[0].evidence.get("rank") if stragglers else None
+        who = f"rank {named}" if named is not None else "none stands out in these traces"
+        return fix.replace("the rank the others wait for (named below)",
+                           f"the rank the others wait for ({who})")  # fmt: skip
     return _FIXES[bound] if results.run.backend == "nccl" else _CPU_FIXES[bound]
+
+
+_WHATIFS = {
+    "straggler": "the straggler on time",
+    "input_wait": "no wait for input",
+    "launch_gaps": "the launch gaps closed (CUDA graphs), up to",
+    "exposed_communication": "the exposed communication hidden under compute, up to",
+}
+_GAINS_OF = {
+    "coordination": ("straggler", "input_wait", "launch_gaps"),
+    "communication": ("exposed_communication",),
+    "memory": ("launch_gaps",),
+    "compute": (),
+}
+
+
+def _gains(
+    results: Results, bound: str, *, stragglers: list[Finding]
+) -> list[tuple[str, float, float]]:
+    """(what, ms saved per step, the step's ms) of each fix that bears on ``bound``, largest
+    first, as the traces' what-ifs say (``clusterbench analyze``); a rank-wide fix counts the
+    median rank's saving, without the straggler's own (its idle is the others' wait)."""
+    savings = whatif_savings(results)
+    if not savings:
+        return []
+    ranks = _ranks_with(results, AttributionMetrics.step_time_ms)
+    steps = [ms[AttributionMetrics.step_time_ms].value for ms in ranks.values()]
+    step_ms = statistics.median(steps) if steps else 0.0
+    straggler = stragglers[0].evidence.get("rank") if stragglers else None
+    out = []
+    for what in _GAINS_OF[bound]:
+        if what == "straggler":
+            if stragglers and "saving_ms" in stragglers[0].evidence:
+                out.append((_WHATIFS[what], float(stragglers[0].evidence["saving_ms"]), step_ms))
+            continue
+        values = [v for r, v in savings.get(what, {}).items() if r != straggler]
+        if values:
+            out.append((_WHATIFS[what], statistics.median(values), step_ms))
+    return sorted(out, key=lambda g: -g[1])
 
 
 def _evidence(
@@ -255,13 +330,23 @@ class Straggler:
     """The ranks' median step time."""
     in_collectives: bool = False
     """Whether ``coordination_pct`` is the wait inside collectives."""
+    saving_ms: float | None = None
+    """Per step, what the job would save had it entered its collectives with the others (the
+    trace's what-if, where the ranks were put on a common clock)."""
+    last_arrivals: int | None = None
+    """At how many matched collectives it entered last."""
+    num_collectives: int | None = None
+    """How many collectives were matched across the ranks."""
 
 
 def find_straggler(
     measurements: Results | Iterable[Measurement], *, min_spread_pct: float
 ) -> Straggler | None:
-    """The rank everyone waits for: it starts its collectives last, by a spread above
-    ``min_spread_pct`` of the step, and has the least coordination while the others wait."""
+    """The rank everyone waits for.  Where the ranks' traces were put on a common clock
+    (``clusterbench analyze``), the rank whose lateness costs the job the most: the largest
+    what-if saving, at least 1 ms and ``min_spread_pct`` of the step.  Else the rank that
+    starts its collectives last, by a spread above ``min_spread_pct`` of the step, and has
+    the least coordination while the others wait."""
     ranks = _ranks_with(
         measurements,
         AttributionMetrics.collective_start_lateness_ms,
@@ -271,7 +356,6 @@ def find_straggler(
     if len(ranks) < 2:
         return None
     late = {r: ms[AttributionMetrics.collective_start_lateness_ms].value for r, ms in ranks.items()}
-    rank = max(late, key=lambda r: late[r])
     step_ms = statistics.median(ms[AttributionMetrics.step_time_ms].value for ms in ranks.values())
     coordination = {r: ms[AttributionMetrics.coordination].value for r, ms in ranks.items()}
     # the time inside collectives waiting for the latest rank, where measured apart: a rank
@@ -280,15 +364,31 @@ def find_straggler(
               if AttributionMetrics.wait_pct in ms}  # fmt: skip
     in_collectives = set(waited) == set(ranks)
     waiting = waited if in_collectives else coordination
-    waits_least = waiting[rank] < min(v for r, v in waiting.items() if r != rank)
-    if late[rank] < max(_MIN_SPREAD_MS, step_ms * min_spread_pct / 100) or not waits_least:
-        return None
-    step_time = ranks[rank][AttributionMetrics.step_time_ms]
-    return Straggler(rank, step_time, late, waiting, step_ms, in_collectives)
+    savings = whatif_savings(measurements).get("straggler", {})
+    arrivals = {r: ms[AttributionMetrics.collective_start_lateness_ms].params.get("last_arrivals")
+                for r, ms in ranks.items()}  # fmt: skip
+    if set(savings) >= set(ranks):
+        rank = max(ranks, key=lambda r: savings[r])
+        if savings[rank] < _floor_ms(step_ms, min_spread_pct):
+            return None
+    else:
+        rank = max(late, key=lambda r: late[r])
+        waits_least = waiting[rank] < min(v for r, v in waiting.items() if r != rank)
+        if late[rank] < _floor_ms(step_ms, min_spread_pct) or not waits_least:
+            return None
+    count = arrivals.get(rank)
+    matched = ranks[rank][AttributionMetrics.collective_start_lateness_ms].params.get(
+        "num_collectives"
+    )
+    return Straggler(rank, ranks[rank][AttributionMetrics.step_time_ms], late, waiting, step_ms,
+                     in_collectives, savings.get(rank),
+                     int(count) if isinstance(count, int) else None,
+                     int(matched) if isinstance(matched, int) else None)  # fmt: skip
 
 
 def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Finding]:
-    """The straggler (:func:`find_straggler`) -> fail (info among CPU ranks sharing a host)."""
+    """The straggler (:func:`find_straggler`) -> fail (warn for ``clusterbench analyze`` among
+    CPU ranks sharing a host's cores; info for a run of clusterbench's own there)."""
     found = find_straggler(results, min_spread_pct=min_spread_pct)
     if found is None:
         return []
@@ -299,24 +399,39 @@ def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Findi
     others = [v for r, v in found.coordination_pct.items() if r != rank]
     where = " in collectives" if found.in_collectives else ""
     severity, note = _judged(results, m.host)
+    if found.saving_ms is not None:
+        last = (f" last at {found.last_arrivals} of the {found.num_collectives} matched,"
+                if found.last_arrivals and found.num_collectives else "")  # fmt: skip
+        message = (
+            f"Rank {rank} ({m.host} {m.device}) is the straggler: on the ranks' common clock it "
+            f"enters its collectives{last} {late[rank]:.1f} ms after the earliest rank "
+            f"(median), and waits {own:.0f}% of the step{where} while the others wait "
+            f"{statistics.fmean(others):.0f}%. Had it entered them with the others, the job "
+            f"would save {_gain(found.saving_ms, found.step_ms)}.{note}"
+        )
+    else:
+        message = (
+            f"Rank {rank} ({m.host} {m.device}) is the straggler: it starts its collectives "
+            f"{late[rank]:.1f} ms after the earliest rank (median; step {found.step_ms:.1f} "
+            f"ms), and spends {own:.0f}% of the step waiting{where} while the others wait "
+            f"{statistics.fmean(others):.0f}%.{note}"
+        )
+    evidence: dict[str, object] = {
+        "rank": rank,
+        "host": m.host,
+        "device": m.device,
+        "lateness_ms": late,
+        "coordination_pct": found.coordination_pct,
+    }
+    if found.saving_ms is not None:
+        evidence |= {"saving_ms": found.saving_ms, "step_ms": found.step_ms}
     return [
         Finding(
             id="attribution.straggler",
             severity=severity,
             scope=scope_label(m.host, m.device),
-            message=(
-                f"Rank {rank} ({m.host} {m.device}) is the straggler: it starts its collectives "
-                f"{late[rank]:.1f} ms after the earliest rank (median; step {found.step_ms:.1f} "
-                f"ms), and spends {own:.0f}% of the step waiting{where} while the others wait "
-                f"{statistics.fmean(others):.0f}%.{note}"
-            ),
-            evidence={
-                "rank": rank,
-                "host": m.host,
-                "device": m.device,
-                "lateness_ms": late,
-                "coordination_pct": found.coordination_pct,
-            },
+            message=message,
+            evidence=evidence,
             fix=(
                 "Look at that GPU: clocks and throttling (nvidia-smi -q -d PERFORMANCE,CLOCK), "
                 f"its Level 1 results against its peers, its host's CPU load and input pipeline; "
@@ -331,19 +446,27 @@ def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Findi
 
 
 def _judged(results: Results, host: str) -> tuple[Severity, str]:
-    """A rank finding's severity, and what its message adds: fail, or info where ``host``'s
-    CPU ranks share its cores (they are then not judged against each other)."""
+    """A rank finding's severity, and what its message adds: fail, or where ``host``'s CPU
+    ranks share its cores, info (they are not judged against each other) — warn for a team's
+    own traces, whose user asked exactly which rank holds the others back."""
     n = shared_cpu_hosts(results.measurements).get(host)
+    if n and results.run.suite == "analyze":
+        return "warn", f" ({n} CPU ranks share the cores of {host}: they slow each other too.)"
     if n:
         return "info", f" ({n} CPU ranks share the cores of {host}: reported, not judged.)"
     return "fail", ""
 
 
-def busy_time_outliers(results: Results, *, mads: float, min_rel: float) -> list[Finding]:
+def busy_time_outliers(
+    results: Results, *, mads: float, min_rel: float, min_spread_pct: float = 0.0
+) -> list[Finding]:
     """Per-rank step-time outliers. Synchronous training gives every rank the same wall step
     (they wait for each other), so the busy part of the step (step x (100 - coordination)%)
     is what differs: a rank whose busy time is ``mads`` scaled MADs and ``min_rel`` above the
-    others' median is slow in itself (needs 3 or more ranks)."""
+    others' median, by at least 1 ms and ``min_spread_pct`` of the step, is slow in itself
+    (needs 3 or more ranks).  Where the traces' what-if says what the job would save were that
+    rank on time (``clusterbench analyze``), that saving must pass the same floor: a rank busy
+    for longer that nobody waits for costs nothing."""
     ranks = _ranks_with(results, AttributionMetrics.coordination, AttributionMetrics.step_time_ms)
     busy = {
         r: ms[AttributionMetrics.step_time_ms].value
@@ -351,11 +474,23 @@ def busy_time_outliers(results: Results, *, mads: float, min_rel: float) -> list
         / 100.0
         for r, ms in ranks.items()
     }
+    if not busy:
+        return []
+    step_ms = statistics.median(ms[AttributionMetrics.step_time_ms].value for ms in ranks.values())
+    floor = _floor_ms(step_ms, min_spread_pct)
+    savings = whatif_savings(results).get("straggler", {})
     out = []
     for r in robust_outliers(busy, mads=mads, min_rel=min_rel, better="lower"):
         value, median = busy[r], statistics.median(busy.values())
+        if value - median < floor or (r in savings and savings[r] < floor):
+            continue
         m = ranks[r][AttributionMetrics.step_time_ms]
         severity, note = _judged(results, m.host)
+        cost = (
+            f"had it been on time, the job would save {_gain(savings[r], step_ms)}"
+            if r in savings
+            else "in synchronous training the others wait for it"
+        )
         out.append(
             Finding(
                 id="attribution.slow_rank",
@@ -364,9 +499,10 @@ def busy_time_outliers(results: Results, *, mads: float, min_rel: float) -> list
                 message=(
                     f"Rank {r} ({m.host} {m.device}) is busy {value:.1f} ms per step against "
                     f"the other ranks' median {median:.1f} ms ({value / median - 1:.0%} more): "
-                    f"the others wait for it at every synchronisation.{note}"
+                    f"{cost}.{note}"
                 ),
-                evidence={"rank": r, "busy_ms": busy, "median_ms": median},
+                evidence={"rank": r, "busy_ms": busy, "median_ms": median}
+                | ({"saving_ms": savings[r]} if r in savings else {}),
                 fix=(
                     "Compare that GPU's Level 1 results (gemm, memory) with its peers, check its "
                     "clocks and throttle reasons (nvidia-smi -q -d PERFORMANCE,CLOCK) and its "

@@ -261,7 +261,8 @@ def _straggler_measurements(
 
 
 def _plain(collectives: dict[int, tuple[trace.Collective, ...]]) -> dict[int, list[tuple]]:
-    return {n: [(c.name, c.offset_ms, c.duration_ms) for c in cs] for n, cs in collectives.items()}
+    return {n: [(c.name, c.offset_ms, c.duration_ms, c.at_ms) for c in cs]
+            for n, cs in collectives.items()}  # fmt: skip
 
 
 def _unplain(obj: dict[int, list[tuple]]) -> dict[int, list[trace.Collective]]:

@@ -3,20 +3,30 @@ the same order (the k-th all-reduce of step N is the same operation everywhere),
 them by (N, k) tells who waited for whom.  Pure functions over what the ranks exchanged, per
 rank ``{N: [Collective, ...]}`` (:func:`.attribution_trace.step_collectives`).
 
-Offsets are from each rank's own step start, so no clock is shared between hosts: the steps
-of synchronous training start together to within the spread of the previous step's end.
+Offsets are from each rank's own step start until the ranks' clocks are aligned
+(:func:`on_common_clock`): hosts do not share a clock, and ranks start their steps apart (by
+up to the previous step's spread), so lateness measured from each rank's own step start blames
+a rank that merely began its step early and then waited.  A collective ends at the same moment
+on every member (none can finish before the last one's data has arrived), so the ends of the
+matched collectives give each rank's clock offset; on that common clock the rank that enters
+a collective last is the one the others wait for.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import statistics
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 from clusterbench.benchmarks.attribution.trace import Collective
 
 __all__ = [
+    "ClockFit",
     "collective_waits",
     "matched_collectives",
     "mismatched",
+    "on_common_clock",
     "start_lateness",
     "start_waits",
 ]
@@ -105,3 +115,63 @@ def start_waits(per_rank: PerRank) -> list[dict[int, list[float]]]:
                 wait = min(latest - c.offset_ms, c.duration_ms) if _alike(same) else 0.0
                 waits.setdefault(n, []).append(wait)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class ClockFit:
+    """How the ranks' clocks were aligned on the ends of their matched collectives."""
+
+    offsets_ms: list[float]
+    """Per rank (in the order given), what was taken from its clock: its offset from the first
+    rank's clock, the median over the matched collectives of the difference of their ends."""
+    residual_ms: float
+    """After the alignment, the median over the matched collectives of the spread of their ends
+    across ranks (max - min): how well the ends agree."""
+    residual_max_ms: float
+    num_collectives: int
+
+    @property
+    def moved_ms(self) -> float:
+        """The largest correction applied to any rank's clock."""
+        return max((abs(o) for o in self.offsets_ms), default=0.0)
+
+
+def on_common_clock(
+    per_rank: PerRank, *, max_residual_ms: float = 0.5
+) -> tuple[list[dict[int, list[Collective]]], ClockFit | None]:
+    """The ranks' collectives with their offsets on one clock: each rank's clock is moved by the
+    median difference of its matched collectives' ends from the first rank's (a collective ends
+    together on every member), and each offset becomes the collective's aligned start from the
+    earliest aligned start of any rank in that step, so lateness and waits compare the moments
+    the ranks entered each collective.  Unchanged (and no fit) where a rank's collectives have no
+    start on its own clock (``at_ms``), nothing is matched, or the ends, once aligned, still
+    disagree by more than ``max_residual_ms`` (median spread): then the matching itself is in
+    doubt, and offsets stay from each rank's own step start."""
+    plain = [{n: list(cs) for n, cs in r.items()} for r in per_rank]
+    matched = list(matched_collectives(per_rank))
+    if len(per_rank) < 2 or not matched:
+        return plain, None
+    if any(c.at_ms is None for _, _, same in matched for c in same):
+        return plain, None
+    ends = [[(c.at_ms or 0.0) + c.duration_ms for c in same] for _, _, same in matched]
+    offsets = [statistics.median(e[i] - e[0] for e in ends) for i in range(len(per_rank))]
+    spreads = [max(x - o for x, o in zip(e, offsets, strict=True))
+               - min(x - o for x, o in zip(e, offsets, strict=True)) for e in ends]  # fmt: skip
+    fit = ClockFit(offsets_ms=offsets, residual_ms=statistics.median(spreads),
+                   residual_max_ms=max(spreads), num_collectives=len(ends))  # fmt: skip
+    if fit.residual_ms > max_residual_ms:
+        return plain, fit
+    aligned = [
+        {n: [dataclasses.replace(c, at_ms=(c.at_ms or 0.0) - o) for c in cs] for n, cs in r.items()}
+        for r, o in zip(per_rank, offsets, strict=True)
+    ]
+    out: list[dict[int, list[Collective]]] = [{} for _ in per_rank]
+    for n in set().union(*(set(r) for r in aligned)):
+        starts = [c.at_ms or 0.0 for r in aligned for c in r.get(n, ())]
+        if not starts:
+            continue
+        first = min(starts)
+        for mine, r in zip(out, aligned, strict=True):
+            if n in r:
+                mine[n] = [dataclasses.replace(c, offset_ms=(c.at_ms or 0.0) - first) for c in r[n]]
+    return out, fit

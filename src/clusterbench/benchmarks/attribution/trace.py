@@ -109,6 +109,9 @@ class Collective:
     offset_ms: float
     """Start relative to the step's start."""
     duration_ms: float
+    at_ms: float | None = None
+    """Start on the rank's own clock (the trace's timestamps), where known: the ranks' clocks
+    are aligned on these (:func:`.attribution_ranks.on_common_clock`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,8 +389,10 @@ def step_collectives(
 def _collectives_ms(colls: Iterable[Activity], *, start: float) -> tuple[Collective, ...]:
     """Collectives in ms from the step's ``start``."""
     return tuple(
-        Collective(c.name, (c.start_us - start) / 1e3, (c.end_us - c.start_us) / 1e3) for c in colls
-    )
+        Collective(c.name, (c.start_us - start) / 1e3, (c.end_us - c.start_us) / 1e3,
+                   c.start_us / 1e3)
+        for c in colls
+    )  # fmt: skip
 
 
 def mean_percentages(steps: Sequence[StepBreakdown]) -> dict[str, float]:
