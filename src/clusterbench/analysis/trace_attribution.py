@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from clusterbench.analysis.trace_file import RankTrace
-from clusterbench.benchmarks.attribution import AttributionMetrics, idle, ranks, whatif
+from clusterbench.benchmarks.attribution import AttributionMetrics, idle, kernels, ranks, whatif
 from clusterbench.benchmarks.attribution import trace as kineto
 from clusterbench.benchmarks.attribution.ranks import ClockFit
 from clusterbench.metrics import Metric
@@ -54,6 +54,9 @@ class RankAttribution:
     """Per step, the device idle while the host waits for the DataLoader."""
     launch_gaps_ms: list[float] = field(default_factory=list)
     """Per step, the rest of the device idle (launch gaps, host work between kernels)."""
+    fusable_ms: list[float] = field(default_factory=list)
+    """Per step, the device time of elementwise kernels a compiler could fuse into their
+    neighbours (:data:`~clusterbench.benchmarks.attribution.kernels.FUSABLE_ELEMENTWISE`)."""
 
 
 @dataclass(kw_only=True)
@@ -92,6 +95,7 @@ def attribute(traces: list[RankTrace], *, top: int = 10) -> TraceAttribution:
         steps = []
         wait_pct: list[float] = []
         idle_split: list[whatif.StepIdle] = []
+        fusable: list[float] = []
         for n, start, end in t.steps:
             event = _step_event(n, start, end)
             steps += kineto.step_breakdowns([event], acts=acts[i][n], waits_ms=timing.waits[i])
@@ -102,6 +106,7 @@ def attribute(traces: list[RankTrace], *, top: int = 10) -> TraceAttribution:
             busy = ((a.start_us, a.end_us) for a in acts[i][n])
             idle_split.append(whatif.idle_split(busy, step=(start, end),
                                                 input_spans=t.input_spans))  # fmt: skip
+            fusable.append(_fusable_ms(acts[i][n], start=start, end=end) if t.device else 0.0)
         out.append(
             RankAttribution(
                 trace=t,
@@ -114,6 +119,7 @@ def attribute(traces: list[RankTrace], *, top: int = 10) -> TraceAttribution:
                 straggler_saving_ms=timing.savings.get(i),
                 input_wait_ms=[s.input_ms for s in idle_split],
                 launch_gaps_ms=[s.gaps_ms for s in idle_split],
+                fusable_ms=fusable,
             )
         )
     notes = _notes(traces, per_rank, timing)
@@ -256,6 +262,17 @@ def _notes(
     return notes
 
 
+def _fusable_ms(acts: list[kineto.Activity], *, start: float, end: float) -> float:
+    """The step's device time of fusable elementwise kernels (clipped to the step), in ms: an
+    upper bound of what fusing them saves, since a fused kernel still reads and writes once."""
+    total = 0.0
+    for a in acts:
+        family = kernels.classify(a.name, "kernel")
+        if family is not None and family.fusable:
+            total += max(0.0, min(a.end_us, end) - max(a.start_us, start))
+    return total / 1e3
+
+
 def _top_kernels(
     t: RankTrace, acts: dict[int, list[kineto.Activity]], *, top: int
 ) -> list[KernelTime]:
@@ -344,6 +361,8 @@ def measurements(result: TraceAttribution) -> list[Measurement]:
         for name in kineto.CLASSES:
             samples = [p[name] for p in per_step]
             add(a.get(name), shares[name], mean, Stats.from_samples(samples))
+        add(a.unclassified, shares["unclassified"], mean,
+            Stats.from_samples([p["unclassified"] for p in per_step]))  # fmt: skip
         add(a.communication_exposed, shares["communication"], mean)
         add(a.communication_overlapped, shares["communication_overlapped"], mean)
         step_ms = [s.step_ms for s in r.steps]
@@ -380,6 +399,7 @@ def _whatifs(r: RankAttribution) -> dict[str, list[float]]:
         "input_wait": r.input_wait_ms,
         "launch_gaps": r.launch_gaps_ms,
         "exposed_communication": [s.communication_ms for s in r.steps],
+        "fused_elementwise": r.fusable_ms if any(r.fusable_ms) else [],
     }
     if r.straggler_saving_ms is not None:
         out["straggler"] = [r.straggler_saving_ms]

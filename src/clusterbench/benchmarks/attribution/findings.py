@@ -249,11 +249,12 @@ _WHATIFS = {
     "input_wait": "no wait for input",
     "launch_gaps": "the launch gaps closed (CUDA graphs), up to",
     "exposed_communication": "the exposed communication hidden under compute, up to",
+    "fused_elementwise": "the elementwise kernels fused (torch.compile), up to",
 }
 _GAINS_OF = {
     "coordination": ("straggler", "input_wait", "launch_gaps"),
     "communication": ("exposed_communication",),
-    "memory": ("launch_gaps",),
+    "memory": ("fused_elementwise",),
     "compute": (),
 }
 

@@ -72,9 +72,14 @@ class AttributionMetrics(MetricSet, benchmark="attribution"):
         "ms", "lower", "a top kernel's own time inside the profiled steps (params kernel, class)",
         only_when="clusterbench analyze reads a team's own traces",
     )  # fmt: skip
+    unclassified = Metric(
+        "%", "none", "device work of kernels the table of kernel families does not know",
+        only_when="clusterbench analyze reads a team's own traces",
+    )  # fmt: skip
     whatif_saving_ms = Metric(
         "ms", "none", "per step, what a fix would save, read from the trace's own timeline "
-        "(params whatif: straggler, input_wait, launch_gaps, exposed_communication)",
+        "(params whatif: straggler, input_wait, launch_gaps, exposed_communication, "
+        "fused_elementwise)",
         only_when="clusterbench analyze reads a team's own traces",
     )  # fmt: skip
     clock_offset_ms = Metric(

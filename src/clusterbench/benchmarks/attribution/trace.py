@@ -2,13 +2,16 @@
 a Kineto (torch.profiler) trace, one rank's, as a list of dicts (the trace's ``traceEvents``).
 
 Each ``ProfilerStep#N`` span is split into four classes that sum to the step time, with the
-precedence compute > memory > communication > idle at every instant (HolisticTraceAnalysis's
-temporal breakdown gives computation the same precedence):
+precedence compute > memory > (unclassified) > communication > idle at every instant
+(HolisticTraceAnalysis's temporal breakdown gives computation the same precedence):
 
 - **compute**: compute-bound kernels (GEMM, convolution, attention), by name, or by the roofline
   when the kernel's FLOPs and bytes are known: intensity (FLOP/byte) at or above the ridge point
   (peak FLOP/s / memory bandwidth) is compute-bound, below it memory-bound;
-- **memory**: every other device activity (elementwise, norms, reductions, copies, optimizer);
+- **memory**: the memory-bound device work (elementwise, norms, reductions, copies, optimizer);
+  each kernel's class comes from the table of kernel families (:mod:`.attribution_kernels`),
+  and a kernel the table does not know is **unclassified**, its share shown apart (with the
+  four classes it sums to the step);
 - **communication** (exposed): collectives running while nothing else runs; the part of a
   collective that runs under compute or memory work is ``overlapped`` (reported apart, already
   counted in those classes).  The first ``wait`` microseconds of a collective, the time it spent
@@ -33,6 +36,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from clusterbench.benchmarks.attribution import kernels
+
 __all__ = [
     "CLASSES",
     "Activity",
@@ -53,20 +58,11 @@ __all__ = [
 ]
 
 Event = Mapping[str, Any]
-Kind = Literal["compute", "memory", "comm"]
+Kind = Literal["compute", "memory", "comm", "unclassified"]
 CLASSES = ("compute", "memory", "communication", "coordination")
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
-# cuBLAS / CUTLASS / cuDNN / FlashAttention kernel names (nvjet: cuBLAS's Hopper kernels);
-# on ROCm, rocBLAS / hipBLASLt's Tensile GEMMs (Cijk_...), MIOpen's convolutions, CK's attention
-_GPU_COMPUTE = re.compile(
-    r"gemm|cutlass|xmma|cublas|nvjet|flash|fmha|conv(?!ert)|wgrad|dgrad|^Cijk_|miopen|igemm",
-    re.IGNORECASE,
-)
-_COLLECTIVE_KERNEL = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel", re.IGNORECASE)
-"""NCCL's kernels (ncclKernel_* before 2.19, ncclDevKernel_* since) and RCCL's, which keep
-NCCL's names."""
 _CPU_COMPUTE = frozenset(
     f"aten::{op}"
     for op in (
@@ -127,10 +123,15 @@ class StepBreakdown:
     """Communication under compute or memory work (counted there)."""
     coordination_ms: float
     collectives: tuple[Collective, ...] = ()
+    unclassified_ms: float = 0.0
+    """Device work the table of kernel families does not know (:mod:`.attribution_kernels`):
+    not counted in any class, shown apart."""
 
     def percentages(self) -> dict[str, float]:
-        """The four classes (summing to 100) and communication_overlapped, in % of the step."""
+        """The four classes and the unclassified part (summing to 100), and
+        communication_overlapped, in % of the step."""
         parts = {
+            "unclassified": self.unclassified_ms,
             "compute": self.compute_ms,
             "memory": self.memory_ms,
             "communication": self.communication_ms,
@@ -245,14 +246,18 @@ def _gpu_activities(events: Sequence[Event], *, peaks: Peaks | None) -> list[Act
 
 
 def is_collective_kernel(name: str) -> bool:
-    """An NCCL/RCCL kernel: a whole collective (or send/recv), matched across ranks."""
-    return bool(_COLLECTIVE_KERNEL.match(name))
+    """A kernel that is a whole collective (NCCL/RCCL, DeepEP dispatch/combine, a symmetric-memory
+    all-reduce: :data:`~.attribution_kernels.FAMILIES`), matched across ranks."""
+    family = kernels.classify(name, "kernel")
+    return family is not None and family.collective
 
 
 def device_kind(name: str, cat: str) -> Kind:
-    """A device activity's class by its name: compute-bound kernels (GEMM, convolution,
-    attention) are compute, every other kernel, copy and memset memory."""
-    return "compute" if cat == "kernel" and _GPU_COMPUTE.search(name) else "memory"
+    """A device activity's class, from the table of kernel families
+    (:func:`~.attribution_kernels.classify`): a kernel the table does not know is
+    ``unclassified``, shown as such, never put into memory."""
+    family = kernels.classify(name, cat)
+    return family.kind if family is not None else "unclassified"
 
 
 def cpu_kind(name: str) -> Kind:
@@ -304,16 +309,17 @@ def collective_spans(acts: Sequence[Activity], *, start: float, end: float) -> l
 
 def _timeline_us(
     acts: Iterable[Activity], *, start: float, end: float
-) -> tuple[float, float, float, float]:
-    """(compute, memory, exposed comm, overlapped comm) microseconds inside [start, end]."""
+) -> tuple[float, float, float, float, float]:
+    """(compute, memory, exposed comm, overlapped comm, unclassified) microseconds inside
+    [start, end]: compute > memory > unclassified > comm at every instant."""
     edges: list[tuple[float, int, Kind]] = []
     for a in acts:
         lo, hi = max(a.start_us, start), min(a.end_us, end)
         if hi > lo:
             edges += [(lo, 1, a.kind), (hi, -1, a.kind)]
     edges.sort(key=lambda x: (x[0], x[1]))
-    active: dict[Kind, int] = {"compute": 0, "memory": 0, "comm": 0}
-    totals = [0.0, 0.0, 0.0, 0.0]
+    active: dict[Kind, int] = {"compute": 0, "memory": 0, "comm": 0, "unclassified": 0}
+    totals = [0.0, 0.0, 0.0, 0.0, 0.0]
     last = start
     for t, delta, kind in edges:
         width = t - last
@@ -322,13 +328,15 @@ def _timeline_us(
                 totals[0] += width
             elif active["memory"]:
                 totals[1] += width
+            elif active["unclassified"]:
+                totals[4] += width
             elif active["comm"]:
                 totals[2] += width
-            if active["comm"] and (active["compute"] or active["memory"]):
+            if active["comm"] and (active["compute"] or active["memory"] or active["unclassified"]):
                 totals[3] += width
         active[kind] += delta
         last = t
-    return totals[0], totals[1], totals[2], totals[3]
+    return totals[0], totals[1], totals[2], totals[3], totals[4]
 
 
 def step_breakdowns(
@@ -358,15 +366,16 @@ def step_breakdowns(
             dataclasses.replace(a, start_us=trimmed[id(a)]) if id(a) in trimmed else a
             for a in in_step
         ]
-        compute, memory, comm, overlapped = _timeline_us(kept, start=start, end=end)
+        compute, memory, comm, overlapped, unknown = _timeline_us(kept, start=start, end=end)
         step_us = end - start
-        coordination = max(0.0, step_us - compute - memory - comm)
+        coordination = max(0.0, step_us - compute - memory - comm - unknown)
         out.append(
             StepBreakdown(
                 step=n, step_ms=step_us / 1e3, compute_ms=compute / 1e3, memory_ms=memory / 1e3,
                 communication_ms=comm / 1e3, overlapped_ms=overlapped / 1e3,
                 coordination_ms=coordination / 1e3,
                 collectives=_collectives_ms(colls, start=start),
+                unclassified_ms=unknown / 1e3,
             )
         )  # fmt: skip
     return out
