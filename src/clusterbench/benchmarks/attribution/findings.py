@@ -279,7 +279,7 @@ def _gains(
                 out.append((_WHATIFS[what], float(stragglers[0].evidence["saving_ms"]), step_ms))
             continue
         values = [v for r, v in savings.get(what, {}).items() if r != straggler]
-        if values:
+        if values and statistics.median(values) > 0:
             out.append((_WHATIFS[what], statistics.median(values), step_ms))
     return sorted(out, key=lambda g: -g[1])
 

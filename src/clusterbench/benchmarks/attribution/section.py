@@ -40,14 +40,21 @@ def section(ms: list[Measurement], multi_host: bool) -> Section:
     for m in ms:
         # the per-step rows stay in the JSON; the sweep has its own table
         if (m.params.get("rank_step", "mean") == "mean" and "accum_steps" not in m.params
-                and "kernel" not in m.params):  # fmt: skip
+                and "kernel" not in m.params and "whatif" not in m.params):  # fmt: skip
             by_rank[m.rank][m.metric] = m
+    # kernels the table of families does not know: a column only where a trace has them
+    unknown = any(
+        _A.unclassified.name in r and r[_A.unclassified.name].value > 0 for r in by_rank.values()
+    )
+    metrics_shown = (*_METRICS[:-1], _A.unclassified, _METRICS[-1]) if unknown else _METRICS
+    header = (*_HEADER[:-1], "unclass.", _HEADER[-1]) if unknown else _HEADER
     rows = []
     for rank, metrics in sorted(by_rank.items()):
         first = next(iter(metrics.values()))
-        cells = (metric_cell(metrics, metric) for metric in _METRICS)
+        cells = (metric_cell(metrics, metric) for metric in metrics_shown)
         rows.append((str(rank), where(first, multi_host), *cells))
-    title = _TITLE
+    title = _TITLE + ("; unclass.: kernels the table of kernel families does not know"
+                      if unknown else "")  # fmt: skip
     spread = next(iter(_A.collective_start_spread_ms.select(ms)), None)
     if spread is not None:
         title += f"; collective start spread {format_value(spread.value)} ms (median)"
@@ -56,7 +63,10 @@ def section(ms: list[Measurement], multi_host: bool) -> Section:
     if overhead:
         title += (f"; the profiler slowed steps by {format_value(statistics.median(overhead))}% "
                   f"(median over ranks, at most {format_value(max(overhead))}%)")  # fmt: skip
-    grids = [Grid(title=title, header=_HEADER, rows=rows)]
+    grids = [Grid(title=title, header=header, rows=rows)]
+    gains = _whatif_grid(ms)
+    if gains is not None:
+        grids.append(gains)
     kernels = _kernel_grid(ms)
     if kernels is not None:
         grids.append(kernels)
@@ -64,6 +74,51 @@ def section(ms: list[Measurement], multi_host: bool) -> Section:
     if accum is not None:
         grids = [*grids, accum] if rows else [accum]
     return Section("attribution", grids=grids)
+
+
+_WHATIFS = {
+    "straggler": "the straggler entering its collectives with the others",
+    "input_wait": "no wait for input (the DataLoader)",
+    "launch_gaps": "the launch gaps closed (CUDA graphs; at most)",
+    "exposed_communication": "the exposed communication hidden under compute (at most)",
+    "fused_elementwise": "the elementwise kernels fused (torch.compile; at most)",
+}
+
+
+def _whatif_grid(ms: list[Measurement]) -> Grid | None:
+    """What each fix would save per step (``clusterbench analyze``'s what-ifs over the
+    traces' own timelines): the median rank's saving, the straggler's for the straggler."""
+    by_fix: dict[str, dict[int, float]] = defaultdict(dict)
+    steps = [m.value for m in _A.step_time_ms.select(ms) if m.params.get("rank_step") == "mean"]
+    for m in _A.whatif_saving_ms.select(ms):
+        if m.params.get("rank_step", "mean") == "mean":
+            by_fix[str(m.params.get("whatif"))][m.rank] = m.value
+    if not by_fix or not steps:
+        return None
+    step_ms = statistics.median(steps)
+    # a rank-wide fix counts the median rank without the straggler: its idle is its lateness
+    lagging = by_fix.get("straggler", {})
+    late = max(lagging, key=lambda r: lagging[r]) if lagging else None
+    if late is not None and lagging[late] < max(1.0, 0.05 * step_ms):
+        late = None
+    rows: list[tuple[str, ...]] = []
+    for fix, label in _WHATIFS.items():
+        found = by_fix.get(fix)
+        if not found:
+            continue
+        if fix == "straggler":
+            rank = max(found, key=lambda r: found[r])
+            value, who = found[rank], f"rank {rank}"
+        else:
+            values = [v for r, v in found.items() if r != late] or list(found.values())
+            value, who = statistics.median(values), "median rank"
+        rows.append((label, who, format_value(value), format_value(100 * value / step_ms)))
+    rows.sort(key=lambda row: -float(row[2].replace(",", "")))
+    title = (
+        "what each fix would save, ms per step, read from the traces' own timelines (the "
+        f"median step {format_value(step_ms)} ms)"
+    )
+    return Grid(title=title, header=("if", "whose", "ms", "% of step"), rows=rows)
 
 
 _KERNEL_ROWS = 10
