@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -18,6 +19,12 @@ ROOT = Path(__file__).resolve().parents[2]
 H100 = "tests/data/traces/h100/vm_487.1796552611574219025.pt.trace.json.gz"
 # facebookresearch/HolisticTraceAnalysis at f4d0062, tests/data/ (MIT licence)
 HTA = "HolisticTraceAnalysis tests/data/"
+# the public corpus (tests/data/traces-public/manifest.json has each file's commit and licence)
+DEEPSEEK = "deepseek-ai/profile-data train.json (job deepseek-train)"
+B200 = "AMD-AGI/TraceLens tests/traces/b200/eager_trace.json.gz"
+MI300 = "AMD-AGI/TraceLens tests/traces/mi300/resnet_act_checkpoint.json.gz"
+KINETO = "pytorch/kineto tb_plugin/samples/resnet50_profiler_api_num_workers_0/"
+KINETO_AUTOGRAD = "pytorch/kineto tb_plugin/samples/resnet50_autograd_api_num_workers_0/"
 
 # (name, Kineto category, family, where the name comes from). Names from traces are as the
 # trace writes them; names from source files are the kernel's demangled name as Kineto
@@ -25,6 +32,8 @@ HTA = "HolisticTraceAnalysis tests/data/"
 REAL_NAMES: list[tuple[str, str, str, str]] = [
     ("Memcpy DtoD (Device -> Device)", "gpu_memcpy", "memcpy", H100),
     ("Memset (Device)", "gpu_memset", "memset", H100),
+    ("Memcpy HtoD (Pageable -> Device)", "Memcpy", "memcpy", KINETO),
+    ("Memset (Device)", "Memset", "memset", KINETO),
     ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "kernel", "NCCL/RCCL",
      HTA + "trace_diff/test/test.json.gz"),
     ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
@@ -32,6 +41,9 @@ REAL_NAMES: list[tuple[str, str, str, str]] = [
     ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "kernel",
      "NCCL/RCCL", "NVIDIA/nccl src/device/generate.py: ncclDevKernel_<coll>_<redop>_<ty>_"
      "<algo>_<proto>"),
+    ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "kernel", "NCCL/RCCL",
+     B200),
+    ("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", "kernel", "NCCL/RCCL", MI300),
     ("ncclSymkDevKernel_AllReduce_AGxLL_R_sum_f32(ncclSymkDevWorkArgs4K)", "kernel",
      "NCCL/RCCL", "NVIDIA/nccl src/device/symmetric/generate.py (kernel_cname)"),
     ("mscclKernel_Sum_half_Simple_false(ncclDevComm*, mscclAlgo*, mscclWork*)", "kernel",
@@ -42,6 +54,11 @@ REAL_NAMES: list[tuple[str, str, str, str]] = [
      "microsoft/mscclpp apps/nccl/src/allreduce.hpp (allreduce7)"),
     ("void deep_ep::legacy::layout::get_dispatch_layout<256, 32, 8>", "kernel",
      "DeepEP local", "deepseek-ai/DeepEP csrc/kernels/legacy/layout.cu"),
+    ("void dpsk::ep::cuda::get_dispatch_layout<256, 32, 8>(long const*, int*, int*, int*, bool*, "
+     "int, int, int, int)", "kernel", "DeepEP local", DEEPSEEK),
+    ("void dpsk::ep::internode::cached_notify<false>(int, int, int, int, int*, int, int, int "
+     "const*, int const*, int*, void*, void**, int**, int, int, int, int*, bool", "kernel",
+     "DeepEP dispatch/combine", DEEPSEEK),
     ("void deep_ep::intranode::dispatch<8, 768, 8192>", "kernel", "DeepEP dispatch/combine",
      "deepseek-ai/DeepEP csrc/kernels/intranode.cu at ebfe47e (dispatch)"),
     ("void deep_ep::intranode::notify_dispatch<8>", "kernel", "DeepEP dispatch/combine",
@@ -57,8 +74,7 @@ REAL_NAMES: list[tuple[str, str, str, str]] = [
      "NVSHMEM src/host/proxy (nvshmemi_proxy_quiet_entrypoint)"),
     ("void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>"
      "(c10::BFloat16*, unsigned long, unsigned int**, unsigned long, unsigned long)", "kernel",
-     "torch symmetric memory",
-     "pytorch torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemoryOps.cu"),
+     "torch symmetric memory", B200),
     ("void (anonymous namespace)::two_shot_all_reduce_kernel_inplace<c10::BFloat16, 16, 8>",
      "kernel", "torch symmetric memory",
      "pytorch torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemoryOps.cu"),
@@ -73,20 +89,47 @@ REAL_NAMES: list[tuple[str, str, str, str]] = [
     ("void splitKreduce_kernel<float, float, float, float, true, false, false>"
      "(cublasSplitKParams<float>, float const*, float const*, float*, float const*, "
      "float const*, float const*, float const*, float*, void*, long, float*, int*)",
-     "kernel", "GEMM split-K reduction / epilogue", HTA + "trace_diff/control/control.json.gz"),
+     "kernel", "GEMM helpers", HTA + "trace_diff/control/control.json.gz"),
     ("void cudnn::ops::scalePackedTensor_kernel<float, float>(long, float*, float)", "kernel",
      "cuDNN/MIOpen helpers", HTA + "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace"
      ".json.gz"),
+    ("void flip_filter<float, float>(float*, float const*, int, int, int, int)", "Kernel",
+     "cuDNN/MIOpen helpers", KINETO_AUTOGRAD),
+    ("SubTensorOpWithScalar1d", "kernel", "cuDNN/MIOpen helpers", MI300),
+    ("void moe::dev::routing::routingIndicesOffsetsKernel<moe::dev::routing::routingRenormalize::"
+     "KernelParams<__nv_bfloat16, __nv_bfloat16, 128, false, true, true> >", "kernel",
+     "MoE routing/permute", B200),
+    ("void moe::dev::finalize::finalizeKernelVecLoad<moe::dev::finalize::KernelParams<cutlass::"
+     "bfloat16_t, cutlass::bfloat16_t, 4, true> >", "kernel", "MoE routing/permute", B200),
+    ("void cuda::get_fused_mapping<512>(long const*, int*, int*, int*, int*, int*, int*, int "
+     "const*, int, int, int)", "kernel", "MoE routing/permute", DEEPSEEK),
     ("fmha_cutlassF_f16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<"
      "cutlass::half_t, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)", "kernel",
      "attention", "pytorch aten/src/ATen/native/transformers/cuda/mem_eff_attention/kernels/"
      "cutlassF.h (fmha_cutlassF_f16_aligned_64x64_rf_sm80)"),
+    ("fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128PersistentContext",
+     "kernel", "attention", B200),
+    ("attn_fwd", "kernel", "attention", "AMD-AGI/TraceLens tests/traces/mi300/Qwen_Qwen1.5-0.5B-"
+     "Chat__1016005.json.gz"),
+    ("void cutlass::device_kernel<flash::FlashAttnBwdPreprocess<cute::tuple<cute::C<64>, cute::"
+     "C<192> >", "kernel", "attention", DEEPSEEK),
     ("cudnn_infer_volta_scudnn_128x64_relu_small_nn_v1", "kernel", "convolution",
      HTA + "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"),
     ("sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x16"
      "_stage4_warpsize2x2x1_g1_tensor16x8x8_alignc4_execute_kernel_cudnn", "kernel",
      "convolution", HTA + "critical_path/alexnet/benchmark_result_2869224_1695835535_trace"
      ".json.gz"),
+    ("void implicit_convolve_sgemm<float, float, 128, 6, 7, 3, 3, 5, 1, false, true, true>(int, "
+     "int, int, float const*, int, float*, float const*, kernel_conv_params", "Kernel",
+     "convolution", KINETO),
+    ("void cudnn::detail::dgrad2d_alg1_1<float, 0, 5, 6, 4, 3, 4, false, true>(int, int, int, "
+     "float const*, int, float const*, int, float*, kernel_grad_params", "Kernel",
+     "convolution", KINETO_AUTOGRAD),
+    ("igemm_fwd_gtcx3_nhwc_bf16_bx0_ex1_bt64x128x32_wt32x32x8_ws1x1_wr2x1_ta1x8x1x1_1x4x1x64_tb1x8"
+     "x2x1_1x4x1x64_gkgs", "kernel", "convolution", MI300),
+    ("_ZN2ck16tensor_operation6device12_GLOBAL__N_139kernel_grouped_conv_fwd_xdl_cshuffle_v3INS_"
+     "28GridwiseGemm_xdl_cshuffle_v3INS_13tensor_layout4gemm8RowMajorENS6_11ColumnMajorES7_",
+     "kernel", "convolution", MI300),
     ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4"
      "_alignc4_execute_kernel__5x_cublas", "kernel", "GEMM", H100),
     ("void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nt_align1>(cutlass_80_simt_sgemm"
@@ -98,6 +141,12 @@ REAL_NAMES: list[tuple[str, str, str, str]] = [
     ("GemmGatedActKernel_E4m3_E4m3_Fp32_tile128x128x256_epilogueTile128x128_mma128x128x32"
      "_cluster1x1x1_sm100a", "kernel", "GEMM", "NVIDIA/TensorRT-LLM cpp/tensorrt_llm/kernels/"
      "trtllmGenKernels/gemmGatedAct/trtllmGen_gatedAct_export/KernelMetaInfo.h"),
+    ("void cutlass::device_kernel<dpsk::grouped_gemm::cuda::m_grouped_fp8_ptp128c::GemmKernel>"
+     "(dpsk::grouped_gemm::cuda::m_grouped_fp8_ptp128c::GemmKernel::Params)", "kernel", "GEMM",
+     DEEPSEEK),
+    ("nvjet_tst_144x128_64x6_2x1_v_bz_bias_TNN", "kernel", "GEMM", B200),
+    ("void dpsk::grouped_gemm::cuda::utils::transpose<512, 128, 4, 4>(unsigned char const*, "
+     "unsigned char*, int, int, int, int)", "kernel", "GEMM helpers", DEEPSEEK),
     ("triton_poi_fused_add_cos_sin_0", "kernel", "triton pointwise",
      HTA + "triton_example/triton_example.json.gz"),
     ("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0", "kernel", "triton reduction",
@@ -131,8 +180,17 @@ REAL_NAMES: list[tuple[str, str, str, str]] = [
     ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(at::"
      "TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const", "kernel",
      "activation", H100),
-    ("void vllm::rotary_embedding_kernel<c10::BFloat16, true>", "kernel", "RoPE",
-     "vllm-project/vllm csrc/pos_encoding_kernels.cu (rotary_embedding_kernel)"),
+    ("void vllm::rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*, "
+     "c10::BFloat16*, c10::BFloat16 const*, int, long, long", "kernel", "RoPE", B200),
+    ("rotary_kernel", "kernel", "RoPE", DEEPSEEK),
+    ("void cuda::per_token_cast_to_fp8_with_channels<__nv_bfloat16, 128, false, 128, false>"
+     "(__nv_bfloat16 const*, int, unsigned char*, float*, int", "kernel", "quantize/cast",
+     DEEPSEEK),
+    ("void cuda::reduce_fused_impl<__nv_bfloat16, false, false>(int4 const*, float const*, int "
+     "const*, int4*, int, int, int, __nv_fp8_interpretation_t", "kernel", "reduction", DEEPSEEK),
+    ("_copy_tensor_kernel", "kernel", "copy", DEEPSEEK),
+    ("void cunn_ClassNLLCriterion_updateOutput_kernel<float, float>(float*, float*, float*, "
+     "long*, float*, int, int, int, int, long)", "Kernel", "loss", KINETO),
     ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::"
      "TensorIteratorBase&)::{lambda()#2}::operator()() const", "kernel", "copy",
      HTA + "trace_diff/control/control.json.gz"),
@@ -170,17 +228,26 @@ REAL_NAMES: list[tuple[str, str, str, str]] = [
 ]  # fmt: skip
 
 # the kernels the regex rules before this table put in "memory" on public traces
+# DeepEP's dispatch/combine of DEEPSEEK (half its step), the all-reduce and the MX-FP4 GEMMs
+# of B200
 ISSUE_NAMES: list[tuple[str, str, str]] = [
-    ("void deep_ep::internode_ll::dispatch<(bool)0, (bool)0, (int)7168>", "comm",
+    ("void dpsk::ep::internode::dispatch<false, 8, false, 8>(int4*, float*, long*, float*, "
+     "dpsk::ep::internode::SourceMeta*, int4 const*, float const*, long const*, float const*, "
+     "int*, int*, int*, int*, int const*, int const*, int const*, int const*, int, int, int, int, "
+     "int, bool const*, void*, int, int, void**, int, int, int, int, int*)", "comm",
      "DeepEP dispatch/combine"),
-    ("void deep_ep::intranode::combine<__nv_bfloat16, 8, 768>", "comm",
-     "DeepEP dispatch/combine"),
+    ("void dpsk::ep::internode::combine<false, 8, __nv_bfloat16, 8, 2, 16, 24>(int4*, float*, "
+     "bool const*, int4 const*, float const*, int4 const*, int4 const*, int const*, int const*, "
+     "dpsk::ep::internode::SourceMeta const*, int const*, int const*, int const*, int, int, int, "
+     "int, void*, int, int, void**, int, int, int, int, int*)", "comm", "DeepEP dispatch/combine"),
     ("void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*"
      ", unsigned long, unsigned int**, unsigned long, unsigned long)", "comm",
      "torch symmetric memory"),
-    ("bmm_Bfloat16_MxE2m1MxE4m3_Fp32_Ab32_Bb32_t128x8x256_s4_et128x8_m128x8x32_c1x1x1_rM_TN"
-     "_transOut_schPd2x1x2x3_biasFp32M_bN_rgTma_clmp_dynB_sm100f", "compute", "GEMM"),
-    ("bmm_E2m1E2m1_Fp32_sm100f", "compute", "GEMM"),
+    ("bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN"
+     "_transOut_schedP2x1x2x3_biasM_bN_tma_tmaOpt_clmp_swiGlu_dynBatch_sm100f", "compute",
+     "GEMM"),
+    ("bmm_Bfloat16_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM"
+     "_TN_transOut_schedP2x1x2x3_biasM_bN_tmaOpt_clmp_dynBatch_sm100f", "compute", "GEMM"),
 ]  # fmt: skip
 
 
@@ -281,21 +348,33 @@ def test_coverage_of_the_recorded_h100_trace() -> None:
     assert sum(cov.by_family.values()) == pytest.approx(cov.total_us)
 
 
-PUBLIC = ROOT / "tests" / "data" / "traces-public"
+CORPUS = ROOT / "tests" / "data" / "traces-public"
+SMALL_FILE_BYTES = {".json": 4_000_000, ".gz": 2_000_000}
+"""The files this tier reads (a compressed file holds 10-20 times its size); the script
+reads every one (docs/kernel-families.md)."""
+
+
+def _corpus_dir() -> Path | None:
+    """Where the fetched traces are (tests/data/traces-public/README.md): the first of
+    $CLUSTERBENCH_PUBLIC_TRACES, tests/data/traces-public, ../shared/traces-public that holds
+    a job folder."""
+    jobs = [j["folder"] for j in json.loads((CORPUS / "manifest.json").read_text())["jobs"]]
+    env = os.environ.get("CLUSTERBENCH_PUBLIC_TRACES")
+    folders = ([Path(env)] if env else []) + [CORPUS, ROOT.parent / "shared" / "traces-public"]
+    return next((f for f in folders if any((f / job).is_dir() for job in jobs)), None)
 
 
 def _public_traces() -> list[Path]:
-    manifest = PUBLIC / "manifest.json"
-    if not manifest.exists():
+    folder = _corpus_dir()
+    if folder is None:
         return []
-    entries = json.loads(manifest.read_text())
-    entries = entries.get("traces", entries) if isinstance(entries, dict) else entries
-    paths = [PUBLIC / str(e["path"] if isinstance(e, dict) else e) for e in entries]
-    return [p for p in paths if p.is_file()]
+    manifest = json.loads((CORPUS / "manifest.json").read_text())
+    paths = [folder / j["folder"] / f["name"] for j in manifest["jobs"] for f in j["files"]]
+    return [p for p in paths if p.is_file() and p.stat().st_size <= SMALL_FILE_BYTES[p.suffix]]
 
 
-@pytest.mark.skipif(not _public_traces(), reason="no public trace corpus (manifest.json)")
-@pytest.mark.parametrize("path", _public_traces(), ids=lambda p: p.name)
+@pytest.mark.skipif(not _public_traces(), reason="the public traces are not fetched")
+@pytest.mark.parametrize("path", _public_traces(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_public_traces_are_classified(path: Path) -> None:
     script = _coverage_script()
     cov = script.coverage(path, script.device_times(path))

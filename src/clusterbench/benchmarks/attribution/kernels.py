@@ -90,15 +90,17 @@ FAMILIES: tuple[Family, ...] = (
        r"(?:\d+|AllPairs|AllToAll|Nvls\w*)\b", "comm",
        "microsoft/mscclpp apps/nccl/src/allreduce.hpp (allreduce7, allreduce8, "
        "allreduceAllPairs), allgather.hpp, broadcast.hpp", collective=True),
-    _f("DeepEP local", r"deep_ep::.*\b(?:get_dispatch_layout|clean_low_latency_buffer|"
+    _f("DeepEP local", r"(?:deep_ep|dpsk::ep)::.*\b(?:get_dispatch_layout|clean_low_latency_buffer|"
        r"\w*mask_buffer|dispatch_copy_epilogue\w*|combine_reduce_epilogue\w*)\b", "memory",
        "deepseek-ai/DeepEP csrc/kernels/legacy/layout.cu, internode_ll.cu, "
        "deep_ep/include/deep_ep/impls/*_epilogue.cuh: kernels on one rank's buffers"),
     _f("DeepEP dispatch/combine",
-       r"\bdeep_ep::|\buccl::(?:intranode|internode\w*)::|\bEp(?:Dispatch|Combine)\w*Kernel",
+       r"\bdeep_ep::|\bdpsk::ep::|\buccl::(?:intranode|internode\w*)::|"
+       r"\bEp(?:Dispatch|Combine)\w*Kernel",
        "comm", "deepseek-ai/DeepEP csrc/kernels/{intranode,internode,internode_ll}.cu "
        "(notify_dispatch, dispatch, cached_notify_*, combine), deep_ep/include/deep_ep/impls "
-       "(dispatch_impl, combine_impl, hybrid_*, barrier_impl); its ports: UCCL-EP "
+       "(dispatch_impl, combine_impl, hybrid_*, barrier_impl); DeepSeek's own build in "
+       "deepseek-ai/profile-data (dpsk::ep::internode::*); its ports: UCCL-EP "
        "(uccl::intranode::*), ROCm/mori src/ops/dispatch_combine (EpDispatch*Kernel)",
        collective=True),
     _f("NVSHMEM collective",
@@ -127,15 +129,27 @@ FAMILIES: tuple[Family, ...] = (
     _f("GEMV / BLAS-1", r"gemv|gemmk1_kernel|\bscal_kernel|\baxpy|\bdot_kernel|\bnrm2",
        "memory", "cuBLAS gemv kernels (gemv2T_kernel_val, gemvNSP_kernel, internal::gemvx, "
        "gemmk1: k = 1) and BLAS-1 (scal_kernel): about 1 FLOP per byte", flags=_I),
-    _f("GEMM split-K reduction / epilogue",
-       r"splitKreduce|ReduceSplitK|epilogue::impl::globalKernel", "memory",
-       "cuBLAS splitKreduce_kernel, cuBLASLt epilogue::impl::globalKernel, CUTLASS "
-       "cutlass/reduction/kernel/reduce_split_k.h"),
+    _f("GEMM helpers",
+       r"splitKreduce|ReduceSplitK|epilogue::impl::globalKernel|transpose_readWrite|"
+       r"grouped_gemm::\w+::utils::", "memory",
+       "cuBLAS splitKreduce_kernel and transpose_readWrite_alignment_kernel, cuBLASLt "
+       "epilogue::impl::globalKernel, CUTLASS cutlass/reduction/kernel/reduce_split_k.h; "
+       "the setup kernels of a grouped GEMM (tensor maps, transposes)"),
     _f("cuDNN/MIOpen helpers",
        r"nchwToNhwc|nhwcToNchw|compute\w*OffsetsKernel|scalePackedTensor|"
-       r"generateWinogradTilesKernel|reduce_wgrad|winograd_nonfused::winograd\w+|\bfft\d?d_",
-       "memory", "cuDNN's layout transforms (cudnn::ops::nchwToNhwcKernel), offset tables "
-       "(cask_cudnn::computeOffsetsKernel), Winograd and FFT transforms"),
+       r"generateWinogradTilesKernel|reduce_wgrad|winograd_nonfused::winograd\w+|\bfft\d?d_|"
+       r"flip_filter|pointwise_mult_and_sum_complex|^SubTensorOp\w*", "memory",
+       "cuDNN's layout transforms (cudnn::ops::nchwToNhwcKernel), offset tables "
+       "(cask_cudnn::computeOffsetsKernel), Winograd and FFT transforms of its FFT and "
+       "Winograd convolutions; MIOpen src/kernels/MIOpenSubTensorOp*Kernel.cl"),
+    _f("MoE routing/permute",
+       r"\bmoe::dev::(?:routing|finalize)|routingIndices|moe_align_block_size|moe_sum|"
+       r"topk_softmax|topkGating|count_and_sort_expert|count_expert|get_fused_mapping|"
+       r"expand_to_fused|moe_permute|moe_unpermute", "memory",
+       "TensorRT-LLM cpp/tensorrt_llm/kernels/trtllmGenKernels/blockScaleMoe (moe::dev::"
+       "routing, moe::dev::finalize); vLLM csrc/moe (moe_align_block_size, moe_sum, "
+       "topk_softmax); DeepSeek's kernels in deepseek-ai/profile-data (clean_and_count_expert, "
+       "get_fused_mapping, expand_to_fused_with_scales)", flags=_I),
     # --- compute ----------------------------------------------------------------------------
     _f("attention",
        r"flash_?(?:fwd|bwd|attn)|\bflash::|pytorch_flash|fmha|\battn|_attn_|attention|"
@@ -146,13 +160,14 @@ FAMILIES: tuple[Family, ...] = (
        "FlashInfer, trtllm-gen fmhaSm100*, CK/aiter fmha, vLLM paged_attention",
        flags=_I),
     _f("convolution",
-       r"scudnn|hcudnn|cudnn_(?:infer|train)|_(?:fprop|dgrad|wgrad)_|(?:fprop|dgrad|wgrad)"
-       r"_?(?:optimized|analytic|engine|alg)|ImplicitGemmConvolution|implicit_convolve|"
-       r"conv2d|conv3d|conv1d|convolution|depthwise|miopen|igemm_(?:fwd|bwd|wrw)|"
-       r"naive_conv|\bconv_", "compute",
+       r"scudnn|hcudnn|cudnn_(?:infer|train)|_(?:fprop|dgrad|wgrad)_|"
+       r"\b(?:fprop|dgrad|wgrad)\w*_?(?:optimized|analytic|engine|alg)|"
+       r"ImplicitGemmConvolution|convolve|conv[123]d|convolution|depthwise|miopen|"
+       r"igemm_(?:fwd|bwd|wrw)|naive_conv|\bconv_|grouped_conv", "compute",
        "cuDNN kernel names (cudnn_*_scudnn_*, sm80_xmma_fprop/dgrad/wgrad_implicit_gemm, "
-       "cutlass_cudnn ImplicitGemmConvolution, wgrad_alg0_engine), MIOpen (miopen*, "
-       "igemm_fwd_gtc), PyTorch aten/src/ATen/native/cuda/DepthwiseConv2d.cu",
+       "cutlass_cudnn ImplicitGemmConvolution, wgrad_alg0_engine, dgrad2d_alg1_1, "
+       "implicit_convolve_sgemm), MIOpen (miopen*, igemm_fwd_gtc), CK "
+       "kernel_grouped_conv_fwd_*, PyTorch aten/src/ATen/native/cuda/DepthwiseConv2d.cu",
        flags=_I),
     _f("GEMM",
        r"(?<!fb)gemm|cutlass|xmma|cublas|nvjet_|\bCijk_|rocblas|hipblaslt|matmul|"
@@ -178,7 +193,8 @@ FAMILIES: tuple[Family, ...] = (
        f"{_ATEN}/ForeachFunctors.cuh, FusedAdamKernel.cu (multi_tensor_apply_kernel); "
        "NVIDIA apex multi_tensor_adam", flags=_I),
     _f("quantize/cast", r"quantiz|\bquant_|_quant(?:_|\b)|FP8rowwise|_qparam|hfp8|"
-       r"float_to_|_to_float|cast_transpose|\bcast_kernel", "memory",
+       r"float_to_|_to_float|cast_transpose|\bcast_kernel|cast_to_fp8|cast_back|per_\w*cast",
+       "memory",
        "FP8/FP4 quantisation and casts (FBGEMM _compute_FP8_quantize_cuda_kernel, "
        "vLLM scaled_fp8_quant, Transformer Engine cast_transpose)", flags=_I),
     _f("RoPE", r"rotary|\brope\b|_rope|rope_", "memory",
@@ -199,15 +215,15 @@ FAMILIES: tuple[Family, ...] = (
        "cudnn::bn_fw_tr_1C11_kernel_NCHW; FlashInfer/vLLM rms_norm", flags=_I),
     _f("softmax", r"softmax", "memory",
        f"{_ATEN}/SoftMax.cu (cunn_SoftMaxForward, softmax_warp_forward)", flags=_I),
-    _f("loss", r"nll_loss|cross_entropy|mse_kernel|mse_backward|smooth_l1|binary_cross",
-       "memory", f"{_ATEN}/Loss.cu, NLLLoss2d.cu", flags=_I),
+    _f("loss", r"nll_loss|NLLCriterion|cross_entropy|mse_kernel|mse_backward|smooth_l1|"
+       r"binary_cross", "memory", f"{_ATEN}/Loss.cu, NLLLoss2d.cu", flags=_I),
     _f("dropout", r"dropout", "memory", f"{_ATEN}/Dropout.cu (fused_dropout_kernel_vec)",
        fusable=True, flags=_I),
     _f("activation", r"gelu|silu|relu|threshold_kernel|sigmoid|tanh|swiglu|geglu|"
        r"act_and_mul|\bmish|softplus|hardswish|hardsigmoid|\belu_", "memory",
        f"{_ATEN}/ActivationGeluKernel.cu, ActivationSiluKernel.cu, ...; vLLM "
        "csrc/activation_kernels.cu (act_and_mul_kernel)", fusable=True, flags=_I),
-    _f("copy", r"copy_kernel|CopyKernel|\bcopy_|_copy\b|__amd_rocclr_copy|"
+    _f("copy", r"copy_\w*kernel|CopyKernel|\bcopy_|_copy\b|__amd_rocclr_copy|"
        r"reshape_and_cache|concat_and_cache|transpose|permute", "memory",
        f"{_ATEN}/Copy.cu (direct_copy_kernel_cuda), ROCm CLR blit kernels "
        "(__amd_rocclr_copyBuffer), vLLM csrc/cache_kernels.cu", flags=_I),
@@ -215,15 +231,15 @@ FAMILIES: tuple[Family, ...] = (
        f"{_ATEN}/FillKernel.cu (FillFunctor), ROCm CLR fill kernels", flags=_I),
     _f("cat", r"CatArray|cat_array|concat", "memory",
        f"{_ATEN}/Shape.cu (CatArrayBatchedCopy)", flags=_I),
-    _f("indexing", r"(?<!with_)index|\bcompute_cuda_kernel\b|gather|scatter|masked_|"
-       r"nonzero|searchsorted|take_along", "memory",
-       f"{_ATEN}/Indexing.cu, IndexKernel.cu, ScatterGatherKernel.cu, Repeat.cu "
-       "(compute_cuda_kernel: repeat_interleave)", flags=_I),
-    _f("reduction", r"reduce_kernel|reduction|ReduceOp|reduce_\w*kernel|block_reduce",
+    _f("reduction", r"reduce_kernel|reduction|ReduceOp|reduce_\w*(?:kernel|impl)|block_reduce",
        "memory", f"{_ATEN}/Reduce.cuh (reduce_kernel)", flags=_I),
     _f("sort/scan", r"\bcub::|thrust::|sort|scan|topk|radix|bitonic|unique|cumsum|"
        r"histogram", "memory", f"CUB/Thrust (cub::DeviceRadixSort*), {_ATEN}/Sort.cu, "
        "TensorTopK.cu", flags=_I),
+    _f("indexing", r"(?<!with_)index|\bcompute_cuda_kernel\b|gather|scatter|masked_|"
+       r"nonzero|searchsorted|take_along", "memory",
+       f"{_ATEN}/Indexing.cu, IndexKernel.cu, ScatterGatherKernel.cu, Repeat.cu "
+       "(compute_cuda_kernel: repeat_interleave)", flags=_I),
     _f("random", r"distribution_|curand|philox|randperm|bernoulli|multinomial",
        "memory", f"{_ATEN}/DistributionTemplates.h (distribution_elementwise_grid_stride_"
        "kernel)", flags=_I),
