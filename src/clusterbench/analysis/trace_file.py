@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from clusterbench.analysis import trace_events
 from clusterbench.benchmarks.attribution import trace
 
 __all__ = [
@@ -327,18 +328,10 @@ def read_trace(path: Path | str, *, default_rank: int | None = None) -> RankTrac
                             world_size=_int(info.get("world_size")), backend=backend,
                             gpu_names=_gpu_names(fields))  # fmt: skip
             reducer = _Reducer(out)
-            events = ijson.sendable_list()
-            coro = ijson.items_coro(events, "traceEvents.item", use_float=True)
-            for chunk in _prepend(head, _chunks(stream)):
-                coro.send(chunk)
-                for e in events:
+            for batch in trace_events.event_batches(head, stream):
+                for e in batch:
                     if isinstance(e, dict):
                         reducer.take(e)
-                del events[:]
-            coro.close()
-            for e in events:
-                if isinstance(e, dict):
-                    reducer.take(e)
     except TraceError:
         raise
     except (OSError, EOFError, gzip.BadGzipFile, ijson.JSONError, UnicodeDecodeError) as exc:

@@ -17,6 +17,7 @@ from clusterbench.exits import EXIT_RUN_ERROR
 
 if TYPE_CHECKING:
     from clusterbench.pipeline.finish import Finished
+    from clusterbench.report.progress import BenchmarkBar, RunProgress
 
 __all__: list[str] = []
 
@@ -276,18 +277,76 @@ def analyze(
     no_history: NoHistoryOption = False,
     export_formats: ExportOption = None,
     verbose: VerboseOption = False,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            metavar="N",
+            min=1,
+            help="Read N files at once, each in a process of its own (default: the cores this "
+            "process may use, at most one per 16 MiB of trace; 1: one after another, in this "
+            "process).",
+        ),
+    ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="ADDRESS",
+            help="Read the files as Ray tasks on the Ray cluster at ADDRESS (auto: the one "
+            "this machine belongs to); its nodes must see TRACES at the same paths and have "
+            "clusterbench installed (pip install 'clusterbench[ray]').",
+        ),
+    ] = None,
 ) -> None:
     """Attribute a team's own profiler traces."""
     from clusterbench.pipeline.imported import analyze_traces
 
     if history is not None and no_history:
         raise _usage_error("--history and --no-history together: choose one")
-    _finish_and_print(
-        lambda: analyze_traces(
-            traces, out=out, top=top, baseline=baseline, exports=_split(export_formats),
-            history=history, use_history=not no_history,
-            command=shlex.join(["clusterbench", *sys.argv[1:]]), warn=_warn,
-            progress=lambda path: typer.echo(f"reading {path}", err=True) if verbose else None,
-        ),
-        verbose=verbose,
-    )  # fmt: skip
+    if jobs is not None and ray is not None:
+        raise _usage_error("--jobs and --ray together: Ray runs one task per file per CPU")
+
+    def call() -> Finished:
+        with _ReadProgress(verbose=verbose) as progress:
+            return analyze_traces(
+                traces, out=out, top=top, baseline=baseline, exports=_split(export_formats),
+                history=history, use_history=not no_history,
+                command=shlex.join(["clusterbench", *sys.argv[1:]]), warn=_warn,
+                progress=progress, jobs=jobs, ray_address=ray,
+            )  # fmt: skip
+
+    _finish_and_print(call, verbose=verbose)
+
+
+class _ReadProgress:
+    """How the reading of the traces shows: a line per file read with --verbose, else a bar
+    where stderr is a terminal, else nothing."""
+
+    def __init__(self, *, verbose: bool) -> None:
+        self._verbose = verbose
+        self._progress: RunProgress | None = None
+        self._bar: BenchmarkBar | None = None
+
+    def __enter__(self) -> _ReadProgress:
+        if not self._verbose and sys.stderr.isatty():
+            from clusterbench.report.progress import RunProgress
+
+            self._progress = RunProgress().__enter__()
+        return self
+
+    def __call__(self, done: int, total: int, path: Path) -> None:
+        if self._verbose:
+            typer.echo(f"read {done}/{total}: {path}", err=True)
+        elif self._progress is not None:
+            if self._bar is None:
+                self._bar = self._progress.bar("reading traces")
+                self._bar.start(total)
+            self._bar.advance()
+            if done == total:
+                self._bar.finish()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(None, None, None)

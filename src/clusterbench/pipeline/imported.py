@@ -231,14 +231,19 @@ def analyze_traces(
     use_history: bool = True,
     command: str = "",
     warn: Callable[[str], None] | None = None,
-    progress: Callable[[Path], None] | None = None,
+    progress: Callable[[int, int, Path], None] | None = None,
+    jobs: int | None = None,
+    ray_address: str | None = None,
 ) -> Finished:
     """``clusterbench analyze``: the profiler traces under ``paths`` (files or folders, one
     file per rank) attributed as the attribution benchmark attributes its own, written as a
     run folder (default ``clusterbench-runs/<UTC time>-traces``).  A trace that cannot be
     read costs one ``warn`` line naming it and a warn finding, the other ranks are analysed;
-    ConfigError (nothing written) when no trace can be read."""
+    ConfigError (nothing written) when no trace can be read.  ``jobs`` processes read the
+    files at once, or Ray tasks on the cluster at ``ray_address``; ``progress`` is told of
+    each file read (:func:`~clusterbench.analysis.trace_pool.read_traces`)."""
     from clusterbench.analysis import trace_attribution, trace_file
+    from clusterbench.analysis.trace_pool import read_traces
 
     entered = time.monotonic()
     try:
@@ -247,16 +252,17 @@ def analyze_traces(
         raise ConfigError(str(exc)) from None
     if not files:
         raise ConfigError("give the trace files or folders to analyze")
+    try:
+        reads = read_traces(files, jobs=jobs, ray_address=ray_address, progress=progress,
+                            default_rank=0 if len(files) == 1 else None)  # fmt: skip
+    except ValueError as exc:  # a bad --jobs
+        raise ConfigError(str(exc)) from None
     traces: list[trace_file.RankTrace] = []
     unread: list[str] = []
     extra: dict[int, list[Path]] = {}
-    for path in files:
-        if progress is not None:
-            progress(path)
-        try:
-            read = trace_file.read_trace(path, default_rank=0 if len(files) == 1 else None)
-        except trace_file.TraceError as exc:
-            unread.append(str(exc))
+    for path, read in zip(files, reads, strict=True):
+        if isinstance(read, trace_file.TraceError):
+            unread.append(str(read))
             continue
         if any(t.rank == read.rank for t in traces):
             extra.setdefault(read.rank, []).append(path)  # a profiler cycle's file, or a copy
