@@ -126,9 +126,11 @@ FAMILIES: tuple[Family, ...] = (
        "openucx/ucc src/components/ec/cuda/kernel/ec_cuda_executor.cu (executor_kernel, "
        "kernel_copy_multi)"),
     # --- helpers of GEMM and convolution libraries (memory-bound) --------------------------
-    _f("GEMV / BLAS-1", r"gemv|gemmk1_kernel|\bscal_kernel|\baxpy|\bdot_kernel|\bnrm2",
+    _f("GEMV / BLAS-1",
+       r"gemv|gemmk1_kernel|\bscal_kernel|\baxpy|\bdot_kernel|\bnrm2|\bwvSplitK|\bLLGemm1",
        "memory", "cuBLAS gemv kernels (gemv2T_kernel_val, gemvNSP_kernel, internal::gemvx, "
-       "gemmk1: k = 1) and BLAS-1 (scal_kernel): about 1 FLOP per byte", flags=_I),
+       "gemmk1: k = 1) and BLAS-1 (scal_kernel); vLLM csrc/rocm/skinny_gemms.cu (wvSplitK, "
+       "LLGemm1: N <= 4): about 1 FLOP per byte", flags=_I),
     _f("GEMM helpers",
        r"splitKreduce|ReduceSplitK|epilogue::impl::globalKernel|transpose_readWrite|"
        r"grouped_gemm::\w+::utils::", "memory",
@@ -251,9 +253,10 @@ FAMILIES: tuple[Family, ...] = (
        r"elementwise_kernel_with_index|\bCUDAFunctor|pointwise", "memory",
        f"{_ATEN}/Loops.cuh, CUDALoops.cuh (vectorized_elementwise_kernel, "
        "unrolled_elementwise_kernel, elementwise_kernel)", fusable=True, flags=_I),
-    _f("ATen other", r"\bat::|\bat_cuda_detail::", "memory",
+    _f("ATen other", r"^(?!.*\bspin_kernel\b).*?\b(?:at|at_cuda_detail)::", "memory",
        f"{_ATEN}: PyTorch's own kernels outside the families above (GEMM and convolution "
-       "go to cuBLAS and cuDNN) are memory-bound"),
+       "go to cuBLAS and cuDNN) are memory-bound; not its spin_kernel "
+       "(torch.cuda._sleep), which waits"),
 )  # fmt: skip
 
 FUSABLE_ELEMENTWISE: frozenset[str] = frozenset(f.name for f in FAMILIES if f.fusable)
