@@ -6,6 +6,7 @@ tests and the cross-check with HolisticTraceAnalysis.
     python scripts/record_traces.py --out DIR --device cuda      # 1 rank per GPU, NCCL
     python scripts/record_traces.py --out DIR --slow-rank 1      # rank 1 sleeps 100 ms a step
     python scripts/record_traces.py --out DIR --slow-rank 1 --slow-every 2   # every 2nd step
+    python scripts/record_traces.py --out DIR --input-ms 50 --slow-every 2   # a slow loader
     python scripts/record_traces.py --out DIR --plain            # no schedule: rank-N.json
 
 Each rank trains a small MLP (DDP) for a torch.profiler schedule of wait 1, warmup 1, active
@@ -29,6 +30,22 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
+class _Batches(torch.utils.data.Dataset):
+    """The same batch again, after ``delay_s`` for every ``every``-th one: a slow input
+    pipeline that the profiler sees in the DataLoader's next()."""
+
+    def __init__(self, x: torch.Tensor, *, delay_s: float, every: int) -> None:
+        self.x, self.delay_s, self.every = x, delay_s, every
+
+    def __len__(self) -> int:
+        return 1 << 20
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if (i + 1) % self.every == 0:
+            time.sleep(self.delay_s)
+        return self.x
+
+
 def _rank(rank: int, world: int, args: argparse.Namespace, store: str) -> None:
     cuda = args.device == "cuda"
     dist.init_process_group("nccl" if cuda else "gloo", init_method=f"file://{store}",
@@ -49,12 +66,15 @@ def _rank(rank: int, world: int, args: argparse.Namespace, store: str) -> None:
     handler = torch.profiler.tensorboard_trace_handler(args.out, use_gzip=args.gzip)
 
     count = [0]
+    batches = _Batches(x, delay_s=args.input_ms / 1e3, every=args.slow_every)
+    loader = iter(torch.utils.data.DataLoader(batches, batch_size=None, num_workers=0))
 
     def step() -> None:
         count[0] += 1
         if rank == args.slow_rank and count[0] % args.slow_every == 0:
             time.sleep(args.slow_ms / 1e3)  # a straggler: the others wait at the all-reduce
-        loss = model(x).square().mean()
+        batch = next(loader) if args.input_ms else x
+        loss = model(batch).square().mean()
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -87,6 +107,12 @@ def main() -> None:
     parser.add_argument("--slow-rank", type=int, default=-1)
     parser.add_argument("--slow-ms", type=float, default=100.0)
     parser.add_argument("--slow-every", type=int, default=1, help="delay every Nth step only")
+    parser.add_argument(
+        "--input-ms",
+        type=float,
+        default=0.0,
+        help="every rank's DataLoader sleeps this long (every Nth step)",
+    )
     parser.add_argument("--active", type=int, default=4, help="profiled steps (a schedule)")
     parser.add_argument("--gzip", action="store_true", help="write .pt.trace.json.gz")
     parser.add_argument("--plain", action="store_true", help="no schedule; rank-N.json")
