@@ -10,9 +10,19 @@ those of the attribution benchmark (``trace.step_breakdowns``), so a team's job 
 clusterbench's own workloads are judged alike.
 
 The rank is the trace's ``distributedInfo.rank``, else a number in the file's name
-(``rank-3``, ``rank_3``, ``rank3``); the host is the trace's ``host_name`` (recent Kineto),
-else the name torch.profiler's ``tensorboard_trace_handler`` puts first
-(``HOST_PID.TIME.pt.trace.json``), else unknown.
+(``rank-3``, ``rank_3``, ``rank3``).  The host is the trace's ``host_name`` (Kineto writes
+``gethostname()`` there since pytorch/kineto#1323, March 2026), else the file's name where it
+is ``tensorboard_trace_handler``'s default: the handler names a file
+``{worker_name}.{time}.pt.trace.json[.gz]`` with ``worker_name`` ``{hostname}_{pid}`` unless
+given one (torch/profiler/profiler.py), so ``HOST_PID`` is read as a host only where PID is
+the pid of the process the trace recorded (its host events' ``pid``); a worker name of the
+job's own (``worker0_step_12``) is not a host, and the host is unknown.
+
+Every format torch.profiler has written since PyTorch 1.8 is read: Kineto's categories before
+its June 2021 rename (``Kernel``, ``Memcpy``, ``Memset``, ``Runtime``, ``Operator``, ``User``;
+``Kernel``, ``Memcpy`` and ``Memset`` lasted to April 2022) are taken as today's
+(``kernel``, ``gpu_memcpy``, ``gpu_memset``, ``cuda_runtime``, ``cpu_op`` or
+``user_annotation``, ``gpu_user_annotation``), and ``ts``/``dur`` as numbers or strings.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import zlib
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -30,24 +41,61 @@ from clusterbench.analysis import trace_events
 from clusterbench.benchmarks.attribution import trace
 
 __all__ = [
+    "NoRankError",
     "RankTrace",
     "TraceError",
+    "TraceScan",
     "find_traces",
     "is_trace",
     "read_trace",
+    "scan_traces",
 ]
 
-_KINDS: tuple[trace.Kind, ...] = ("compute", "memory", "comm")
+_KINDS: tuple[trace.Kind, ...] = ("compute", "memory", "comm", "unclassified")
 _GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 _HOST_CATS = frozenset({"cpu_op", "user_annotation"})
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
-_HANDLER_NAME = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)\.\d+\.pt\.trace\.json(?:\.gz)?$")
+_HANDLER_NAME = re.compile(
+    r"^(?P<worker>(?P<host>.+)_(?P<pid>\d+))\.\d+\.pt\.trace\.json(?:\.gz)?$"
+)
+_INPUT_PREFIX = "enumerate(DataLoader)#"
+"""With ``.__next__`` at its end, the span torch's DataLoader iterator records around each
+``next()``: ``"enumerate(DataLoader)#{}.__next__".format(self.__class__.__name__)``
+(torch/utils/data/dataloader.py, ``_BaseDataLoaderIter``), e.g.
+``_SingleProcessDataLoaderIter``, ``_MultiProcessingDataLoaderIter``."""
+_LEGACY_CATS = {
+    "Kernel": "kernel",
+    "Memcpy": "gpu_memcpy",
+    "Memset": "gpu_memset",
+    "Runtime": "cuda_runtime",
+    "User": "gpu_user_annotation",
+    "gpu_user_Annotation": "gpu_user_annotation",
+}
+"""Kineto's category names before today's (libkineto/src/output_json.cpp to June 2021;
+ActivityType.cpp's ``gpu_user_Annotation`` after it), by today's name."""
 _CHUNK = 1 << 20
 
 
 class TraceError(ValueError):
     """A trace that cannot be read: one line naming the file and why."""
+
+
+class NoRankError(TraceError):
+    """A trace read whole that names no rank (no ``distributedInfo.rank``, no rank in its
+    file's name), among several files: :attr:`trace` holds it as rank 0, for the caller to
+    take where every such file is of one process (a repeating schedule's cycles)."""
+
+    def __init__(self, message: str, *, trace: RankTrace) -> None:
+        super().__init__(message)
+        self.trace = trace
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_no_rank_error, (str(self), self.trace))
+
+
+def _no_rank_error(message: str, trace: RankTrace) -> NoRankError:
+    return NoRankError(message, trace=trace)
 
 
 @dataclass(kw_only=True)
@@ -57,8 +105,16 @@ class RankTrace:
     path: Path
     rank: int
     host: str
+    """The trace's ``host_name``, else the host of a ``tensorboard_trace_handler`` file name
+    of this process; else ``unknown``."""
     world_size: int | None = None
     backend: str | None = None
+    pid: int | None = None
+    """The process the trace recorded: the ``pid`` of its steps' spans, else of its first
+    host op."""
+    worker_name: str | None = None
+    """The file's name read as ``tensorboard_trace_handler``'s ``HOST_PID`` where PID is not
+    :attr:`pid`: a worker name of the job's own, not a host."""
     steps: list[tuple[int, float, float]] = field(default_factory=list)
     """(N, start, end) of each ``ProfilerStep#N`` span, µs; one (0, first, last) window over
     every activity where the trace has none (:attr:`windowed`)."""
@@ -68,7 +124,7 @@ class RankTrace:
     starts: array = field(default_factory=lambda: array("d"))
     ends: array = field(default_factory=lambda: array("d"))
     kinds: array = field(default_factory=lambda: array("b"))
-    """Index into ("compute", "memory", "comm")."""
+    """Index into ("compute", "memory", "comm", "unclassified")."""
     collective: array = field(default_factory=lambda: array("b"))
     names: array = field(default_factory=lambda: array("i"))
     """Index into :attr:`name_table`."""
@@ -82,6 +138,9 @@ class RankTrace:
     """The GPU the kernels ran on (their ``args.device``)."""
     gpu_names: list[str] = field(default_factory=list)
     """``deviceProperties``' GPU names, where the trace has them before its events."""
+    input_spans: list[tuple[float, float]] = field(default_factory=list)
+    """(start, end) µs, the trace's clock, of each DataLoader ``next()`` on the host
+    (:data:`_INPUT_PREFIX`), in order, device timeline or not."""
 
     def activities(self, start: float, end: float) -> list[trace.Activity]:
         """The activities that overlap [start, end), as the attribution's Activity."""
@@ -101,27 +160,56 @@ class RankTrace:
         ]
 
 
-def find_traces(paths: Iterable[Path | str]) -> list[Path]:
+@dataclass(kw_only=True)
+class TraceScan:
+    """The files that TRACES name."""
+
+    files: list[Path] = field(default_factory=list)
+    """The files to read: those given, and a folder's files that may be traces."""
+    passed_over: list[Path] = field(default_factory=list)
+    """A folder's JSON that is not a trace (:func:`is_trace`): a config, a trainer's state."""
+
+
+def scan_traces(paths: Iterable[Path | str]) -> TraceScan:
     """The trace files among ``paths``: files as given, folders searched (recursively) for
-    ``*.json`` and ``*.json.gz``.  TraceError for a path that does not exist or a folder
-    without traces."""
-    out: list[Path] = []
+    ``*.json`` and ``*.json.gz``, their other JSON passed over.  TraceError for a path that
+    does not exist, or a folder without a file that may be a trace (naming what it holds)."""
+    scan = TraceScan()
     for given in paths:
         path = Path(given)
         if path.is_file():
-            out.append(path)
+            scan.files.append(path)
         elif path.is_dir():
             found = sorted(
-                p
-                for p in path.rglob("*")
-                if p.is_file() and p.name.endswith((".json", ".json.gz")) and is_trace(p)
+                p for p in path.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz"))
             )
-            if not found:
-                raise TraceError(f"{path}: no .json or .json.gz trace in it")
-            out += found
+            traces = [p for p in found if is_trace(p)]
+            passed = [p for p in found if p not in traces]
+            if not traces:
+                raise TraceError(_no_trace_in(path, passed))
+            scan.files += traces
+            scan.passed_over += passed
         else:
             raise TraceError(f"{path}: no such file or folder")
-    return list(dict.fromkeys(out))
+    scan.files = list(dict.fromkeys(scan.files))
+    scan.passed_over = list(dict.fromkeys(scan.passed_over))
+    return scan
+
+
+def find_traces(paths: Iterable[Path | str]) -> list[Path]:
+    """The files :func:`scan_traces` finds to read."""
+    return scan_traces(paths).files
+
+
+def _no_trace_in(folder: Path, passed: list[Path]) -> str:
+    if not passed:
+        return f"{folder}: no .json or .json.gz file in it"
+    names = ", ".join(str(p.relative_to(folder)) for p in passed[:3])
+    more = f" and {len(passed) - 3} more" if len(passed) > 3 else ""
+    return (
+        f"{folder}: no trace in it: its {len(passed)} JSON file(s) ({names}{more}) have no "
+        "traceEvents (not torch.profiler traces)"
+    )
 
 
 def _open(path: Path) -> IO[bytes]:
@@ -139,6 +227,24 @@ def _chunks(stream: IO[bytes]) -> Iterator[bytes]:
 
 
 _HEAD = 1 << 16
+_HEAD_MAX = 1 << 24
+"""Kineto writes its metadata before ``traceEvents``; a large job's ``distributedInfo``
+(every process group with its ranks) can take more than the first 64 KiB."""
+
+
+def _read_head(stream: IO[bytes]) -> bytes:
+    """The file's start, up to its ``"traceEvents"`` key (at most 16 MiB) where it is JSON."""
+    head = stream.read(_HEAD)
+    while (
+        b'"traceEvents"' not in head
+        and head.lstrip()[:1] == b"{"
+        and len(head) < _HEAD_MAX
+        and (more := stream.read(len(head)))
+    ):
+        head += more
+    return head
+
+
 _KEY = re.compile(r'"(distributedInfo|deviceProperties|host_name)"\s*:\s*')
 
 
@@ -172,9 +278,27 @@ def _rank_of(path: Path, info: dict[str, Any]) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _host_of(path: Path) -> str:
+def _host_of(path: Path, pid: int | None) -> tuple[str, str | None]:
+    """The host in ``tensorboard_trace_handler``'s default file name (``HOST_PID.TIME...``)
+    where PID is the trace's process, else unknown; and the name's worker part where it looks
+    like the default but its PID is not the process's (a worker name of the job's own)."""
     m = _HANDLER_NAME.match(path.name)
-    return m.group("host") if m else "unknown"
+    if m is None:
+        return "unknown", None
+    if pid is not None and int(m.group("pid")) == pid:
+        return m.group("host"), None
+    return "unknown", m.group("worker")
+
+
+def _modern_cat(cat: str, name: str) -> str:
+    """Today's category of an event of any Kineto version (:data:`_LEGACY_CATS`); before
+    June 2021 ops and ``record_function`` spans were both ``Operator``: torch's own spans
+    (``ProfilerStep#N``, ``enumerate(DataLoader)#...``, ``Optimizer.step#SGD.step``,
+    ``DistributedDataParallel.forward``) are annotations, the rest ops."""
+    if cat == "Operator":
+        annotation = "#" in name or name.startswith("DistributedDataParallel.")
+        return "user_annotation" if annotation else "cpu_op"
+    return _LEGACY_CATS.get(cat, cat)
 
 
 class _Reducer:
@@ -193,6 +317,7 @@ class _Reducer:
         self.host_threads = array("i")
         self.threads: dict[tuple[object, object], int] = {}
         self.streams: set[object] = set()
+        self.first_pid: object = None
 
     def _name(self, name: str) -> int:
         index = self.names.get(name)
@@ -205,8 +330,10 @@ class _Reducer:
         self.out.num_events += 1
         if e.get("ph") != "X":
             return
-        cat = str(e.get("cat", ""))
         name = str(e.get("name", ""))
+        cat = str(e.get("cat", ""))
+        if cat in _LEGACY_CATS or cat == "Operator":
+            cat = _modern_cat(cat, name)
         try:
             start = float(e.get("ts", 0.0))
             end = start + float(e.get("dur", 0.0))
@@ -228,7 +355,14 @@ class _Reducer:
             self.out.steps.append((int(m.group(1)), start, end))
             self.step_threads.append((e.get("pid"), e.get("tid")))
             return
-        if self.out.device or cat not in _HOST_CATS:
+        if cat not in _HOST_CATS:
+            return
+        if self.first_pid is None:
+            self.first_pid = e.get("pid")
+        if name.startswith(_INPUT_PREFIX) and name.endswith(".__next__"):
+            self.out.input_spans.append((start, end))
+            return
+        if self.out.device:
             return  # a device timeline was seen: the host ops are not needed
         thread = self.threads.setdefault((e.get("pid"), e.get("tid")), len(self.threads))
         if name.startswith("gloo:"):
@@ -256,7 +390,9 @@ class _Reducer:
     def finish(self) -> None:
         out = self.out
         out.steps.sort()
+        out.input_spans.sort()
         out.streams = len(self.streams)
+        out.pid = _int(self.step_threads[0][0] if self.step_threads else self.first_pid)
         if not out.device:
             self._host_activities()
         if not out.steps and len(out.starts):
@@ -291,13 +427,16 @@ class _Reducer:
 
 
 def is_trace(path: Path) -> bool:
-    """Whether the file starts as a torch.profiler trace does (``traceEvents`` in its first
-    64 KiB), so that a folder's other JSON (a config, a trainer's state) is passed over."""
+    """Whether the file may be a torch.profiler trace: False only for JSON without
+    ``traceEvents`` before its events would start (a config, a trainer's state), which a
+    folder's search passes over; for anything else (a gzip of text, a truncated file),
+    :func:`read_trace` says what is wrong with it."""
     try:
         with _open(path) as stream:
-            return b'"traceEvents"' in stream.read(_HEAD)
-    except (OSError, EOFError, gzip.BadGzipFile):
-        return True  # let read_trace say what is wrong with it
+            head = _read_head(stream)
+    except (OSError, EOFError, zlib.error):
+        return True
+    return not (head.lstrip()[:1] in (b"{", b"[") and b'"traceEvents"' not in head)
 
 
 def read_trace(path: Path | str, *, default_rank: int | None = None) -> RankTrace:
@@ -310,21 +449,16 @@ def read_trace(path: Path | str, *, default_rank: int | None = None) -> RankTrac
     try:
         size = path.stat().st_size
         with _open(path) as stream:
-            head = stream.read(_HEAD)
+            head = _read_head(stream)
+            _check_head(path, head, gzipped=isinstance(stream, gzip.GzipFile))
             fields = _head_fields(head)
             info = fields.get("distributedInfo")
             info = info if isinstance(info, dict) else {}
-            if b'"traceEvents"' not in head:
-                raise TraceError(f"{path}: not a torch.profiler trace (no traceEvents)")
-            rank = _rank_of(path, info)
-            rank = default_rank if rank is None else rank
-            if rank is None:
-                raise TraceError(
-                    f"{path}: no rank (no distributedInfo.rank, no rank-N in the file's name)"
-                )
+            named_rank = _rank_of(path, info)
+            rank = default_rank if named_rank is None else named_rank
             backend = str(info["backend"]) if info.get("backend") else None
-            host = str(fields.get("host_name") or _host_of(path))
-            out = RankTrace(path=path, rank=rank, host=host, num_bytes=size,
+            host = str(fields.get("host_name") or "unknown")
+            out = RankTrace(path=path, rank=rank or 0, host=host, num_bytes=size,
                             world_size=_int(info.get("world_size")), backend=backend,
                             gpu_names=_gpu_names(fields))  # fmt: skip
             reducer = _Reducer(out)
@@ -334,14 +468,33 @@ def read_trace(path: Path | str, *, default_rank: int | None = None) -> RankTrac
                         reducer.take(e)
     except TraceError:
         raise
-    except (OSError, EOFError, gzip.BadGzipFile, ijson.JSONError, UnicodeDecodeError) as exc:
+    except (OSError, EOFError, zlib.error, ijson.JSONError, UnicodeDecodeError) as exc:
         raise TraceError(f"{path}: cannot read it as a trace ({_why(exc)})") from None
     if out.num_events == 0:
         raise TraceError(f"{path}: no traceEvents (not a torch.profiler trace)")
     reducer.finish()
     if not len(out.starts):
         raise TraceError(f"{path}: no kernels and no host ops in its {out.num_events} events")
+    if not fields.get("host_name"):
+        out.host, out.worker_name = _host_of(path, out.pid)
+    if rank is None:
+        raise NoRankError(
+            f"{path}: no rank (no distributedInfo.rank, no rank-N in the file's name)", trace=out
+        )
     return out
+
+
+def _check_head(path: Path, head: bytes, *, gzipped: bool) -> None:
+    """TraceError, naming the file and why, for one that is empty, not JSON, or JSON
+    without ``traceEvents``."""
+    start = head.lstrip()
+    inside = "a gzip whose content is " if gzipped else ""
+    if not start:
+        raise TraceError(f"{path}: {inside}empty: not a trace")
+    if start[:1] not in (b"{", b"["):
+        raise TraceError(f"{path}: {inside}not JSON (it starts {start[:16]!r}): not a trace")
+    if b'"traceEvents"' not in head:
+        raise TraceError(f"{path}: not a torch.profiler trace (no traceEvents)")
 
 
 def _prepend(head: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:

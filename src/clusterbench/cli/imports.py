@@ -229,14 +229,21 @@ compute apart) and coordination (the GPU idle: launch gaps, input, waiting for o
 as the attribution benchmark splits clusterbench's own workloads.
 
 TRACES are files or folders (searched for *.json and *.json.gz), one file per rank, as
-torch.profiler's tensorboard_trace_handler or export_chrome_trace writes them.  The rank
-comes from the trace's distributedInfo, else from the file's name (rank-3, rank_3); the host
-from tensorboard_trace_handler's file name (HOST_PID.TIME.pt.trace.json).  The ranks'
-collectives are matched (the k-th collective of step N is the same on every rank): the time
-one waited for the last rank counts as coordination, and the rank that arrives last is named,
-with its host.  The top kernels by time come with their class.  A trace without
-ProfilerStep#N spans is read as one window, and the summary says so.  A trace that cannot be
-read (corrupt, truncated) costs one line naming it; the other ranks are analysed.
+torch.profiler's tensorboard_trace_handler or export_chrome_trace writes them, in every
+format since PyTorch 1.8.  The rank comes from the trace's distributedInfo, else from the
+file's name (rank-3, rank_3); the host from the trace's host_name, else from
+tensorboard_trace_handler's default file name (HOST_PID.TIME.pt.trace.json, where PID is the
+traced process's), else it is unknown.  The ranks' collectives are matched (the k-th
+collective of step N is the same on every rank): the time one waited for the last rank counts
+as coordination, and the rank that arrives last is named, with its host.  The top kernels by
+time come with their class.  A trace without ProfilerStep#N spans is read as one window, and
+the summary says so.
+
+What the files say about themselves is one warning line each and a finding, and the other
+ranks are analysed: a file that is not a trace or cannot be read (corrupt, truncated), a
+folder's other JSON passed over (counted), two files of one rank (which one was analysed),
+ranks missing from the world size the traces give, ranks without ProfilerStep#N spans among
+ranks with them, and hosts that are unknown.
 
 It writes a run folder (results.json, summary.md, report.html) and records it in the history,
 so 'clusterbench compare BEFORE AFTER' shows what a change to the job did.  The traces are

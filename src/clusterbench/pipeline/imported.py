@@ -46,6 +46,9 @@ class Imported:
     details: dict[str, object] = field(default_factory=dict)
     """What results.json keeps of the import under ``run.config.imported``."""
     warnings: list[str] = field(default_factory=list)
+    num_nodes: int | None = None
+    """The run's nodes where its hosts do not count them (a host that is unknown); else one
+    node a host."""
 
 
 def _read(path: Path) -> str:
@@ -242,14 +245,15 @@ def analyze_traces(
     ConfigError (nothing written) when no trace can be read.  ``jobs`` processes read the
     files at once, or Ray tasks on the cluster at ``ray_address``; ``progress`` is told of
     each file read (:func:`~clusterbench.analysis.trace_pool.read_traces`)."""
-    from clusterbench.analysis import trace_attribution, trace_file
+    from clusterbench.analysis import trace_attribution, trace_checks, trace_file
     from clusterbench.analysis.trace_pool import read_traces
 
     entered = time.monotonic()
     try:
-        files = trace_file.find_traces(paths)
+        scan = trace_file.scan_traces(paths)
     except trace_file.TraceError as exc:
         raise ConfigError(str(exc)) from None
+    files = scan.files
     if not files:
         raise ConfigError("give the trace files or folders to analyze")
     try:
@@ -257,58 +261,31 @@ def analyze_traces(
                             default_rank=0 if len(files) == 1 else None)  # fmt: skip
     except ValueError as exc:  # a bad --jobs
         raise ConfigError(str(exc)) from None
-    traces: list[trace_file.RankTrace] = []
-    unread: list[str] = []
-    extra: dict[int, list[Path]] = {}
-    for path, read in zip(files, reads, strict=True):
-        if isinstance(read, trace_file.TraceError):
-            unread.append(str(read))
-            continue
-        if any(t.rank == read.rank for t in traces):
-            extra.setdefault(read.rank, []).append(path)  # a profiler cycle's file, or a copy
-            continue
-        traces.append(read)
-    if not traces:
-        raise ConfigError("no trace could be read: " + "; ".join(unread))
+    traces = [r for r in reads if isinstance(r, trace_file.RankTrace)]
+    unread = [r for r in reads if isinstance(r, trace_file.TraceError)]
+    checks = trace_checks.check_traces(traces, unread=unread, passed_over=scan.passed_over)
+    if not checks.traces:
+        raise ConfigError("no trace could be read: " + "; ".join(checks.unread))
+    traces = checks.traces  # one per rank
     result = trace_attribution.attribute(traces, top=top)
     imported = Imported(
         measurements=trace_attribution.measurements(result),
-        findings=trace_attribution.trace_findings(result),
+        findings=checks.findings + trace_attribution.trace_findings(result),
         hosts=_trace_hosts(traces),
         world_size=len(traces),
+        # ranks whose host is unknown make no node of their own beside named ones
+        num_nodes=max(1, len({t.host for t in traces} - {"unknown"})),
         started=_file_time([t.path for t in traces]),
-        warnings=unread,
+        warnings=checks.lines,
     )
-    imported.findings += [
-        Finding(
-            id="attribution.trace.extra",
-            severity="info",
-            scope="run",
-            message=f"rank {rank}: {1 + len(more)} files (a profiler schedule that repeats writes "
-            f"one per cycle); {next(t.path.name for t in traces if t.rank == rank)} analysed, "
-            f"not {', '.join(p.name for p in more)}",
-            fix="give one file per rank to analyze another cycle",
-        )
-        for rank, more in sorted(extra.items())
-    ]
-    imported.findings += [
-        Finding(
-            id="attribution.trace.unread",
-            severity="warn",
-            scope="run",
-            message=line,
-            fix="profile that rank again; a trace is whole once the profiler has "
-            "stopped (the with-block ended, or prof.stop())",
-        )
-        for line in unread
-    ]
     imported.details = {
         "tool": "torch.profiler",
         "files": [str(t.path) for t in traces],
         "ranks": [t.rank for t in traces],
         "steps": sorted({n for t in traces for n, _, _ in t.steps}),
         "device_timeline": all(t.device for t in traces),
-        "unread": unread,
+        "unread": checks.unread,
+        "passed_over": [str(p) for p in scan.passed_over],
         "events": sum(t.num_events for t in traces),
         "bytes": sum(t.num_bytes for t in traces),
     }
@@ -371,7 +348,7 @@ def _finish_imported(
             finished=now_utc(),
             suite=suite or kind,
             world_size=imported.world_size,
-            num_nodes=max(1, len(imported.hosts)),
+            num_nodes=imported.num_nodes or max(1, len(imported.hosts)),
             backend=backend or ("nccl" if kind == "nccl-tests" else "none"),
             command=command or f"clusterbench import {kind}",
             config={"imported": imported.details},
