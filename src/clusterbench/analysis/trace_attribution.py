@@ -140,7 +140,6 @@ class _Timing:
     offsets: dict[int, float] = field(default_factory=dict)
     savings: dict[int, float] = field(default_factory=dict)
     fit: ClockFit | None = None
-    tolerance_ms: float = 0.5
 
 
 def _time_ranks(
@@ -162,10 +161,9 @@ def _time_ranks(
         timing.waits[i] = waits
     if not stepped:  # a window's first collective waits for the ranks' profilers to start
         mine = [{n: cs[1:] for n, cs in r.items()} for r in mine]
-    tolerance = _tolerance_ms([traces[i] for i in group])
-    aligned, fit = ranks.on_common_clock(mine, max_residual_ms=tolerance)
-    timing.fit, timing.tolerance_ms = fit, tolerance
-    on_one_clock = fit is not None and fit.residual_ms <= tolerance
+    aligned, fit = ranks.on_common_clock(mine)
+    timing.fit = fit
+    on_one_clock = fit is not None and fit.holds
     if not on_one_clock and not stepped:
         return timing  # windows that start apart, and no clock to put them on
     timing.group = group
@@ -197,17 +195,6 @@ def _time_ranks(
     return timing
 
 
-def _tolerance_ms(traces: list[RankTrace]) -> float:
-    """How far the matched collectives' ends may still disagree once the clocks are aligned
-    (median spread) for the alignment to stand: 0.5 ms, or 5% of the median step where that
-    is more.  NCCL's kernels of one collective end within microseconds of each other on every
-    member; gloo's spans on CPU ranks sharing cores within a few ms; a collective matched with
-    the wrong one is off by the time between two collectives, most of a step in the usual
-    case of a few large ones."""
-    steps = [(e - s) / 1e3 for t in traces for _, s, e in t.steps]
-    return max(0.5, 0.05 * statistics.median(steps)) if steps else 0.5
-
-
 def _notes(
     traces: list[RankTrace],
     per_rank: list[dict[int, tuple[kineto.Collective, ...]]],
@@ -228,14 +215,14 @@ def _notes(
     if fit is not None:
         group = timing.group or list(range(len(traces)))
         far = max(range(len(fit.offsets_ms)), key=lambda i: abs(fit.offsets_ms[i]))
-        aligned = fit.residual_ms <= timing.tolerance_ms
+        aligned = fit.holds
         notes.append((
             "attribution.trace.clock",
             f"The ranks' clocks aligned on the ends of {fit.num_collectives} matched "
             f"collectives: moved by up to {fit.moved_ms:.3f} ms (rank "
             f"{traces[group[far]].rank}); the ends then agree within {fit.residual_ms:.3f} ms "
             f"(median; at most {fit.residual_max_ms:.3f} ms)"
-            + ("" if aligned else f", more than the {timing.tolerance_ms:.1f} ms that shows one "
+            + ("" if aligned else f", more than the {fit.tolerance_ms:.1f} ms that shows one "
                "collective matched on every rank: lateness is measured from each rank's own "
                "step start instead"),
             "" if aligned else "profile every rank over the same steps, whole (no sampling)",

@@ -129,37 +129,55 @@ class ClockFit:
     across ranks (max - min): how well the ends agree."""
     residual_max_ms: float
     num_collectives: int
+    tolerance_ms: float
+    """The residual up to which the alignment stands (:func:`on_common_clock`)."""
 
     @property
     def moved_ms(self) -> float:
         """The largest correction applied to any rank's clock."""
         return max((abs(o) for o in self.offsets_ms), default=0.0)
 
+    @property
+    def holds(self) -> bool:
+        return self.residual_ms <= self.tolerance_ms
+
 
 def on_common_clock(
-    per_rank: PerRank, *, max_residual_ms: float = 0.5
+    per_rank: PerRank, *, min_tolerance_ms: float = 0.5
 ) -> tuple[list[dict[int, list[Collective]]], ClockFit | None]:
     """The ranks' collectives with their offsets on one clock: each rank's clock is moved by the
     median difference of its matched collectives' ends from the first rank's (a collective ends
     together on every member), and each offset becomes the collective's aligned start from the
     earliest aligned start of any rank in that step, so lateness and waits compare the moments
-    the ranks entered each collective.  Unchanged (and no fit) where a rank's collectives have no
-    start on its own clock (``at_ms``), nothing is matched, or the ends, once aligned, still
-    disagree by more than ``max_residual_ms`` (median spread): then the matching itself is in
-    doubt, and offsets stay from each rank's own step start."""
+    the ranks entered each collective.
+
+    The alignment stands where the ends, once aligned, agree (median spread) to within the
+    most of ``min_tolerance_ms``, half the median transfer (the shortest member's duration:
+    gloo's members end a share of it apart) and a quarter of the median spread of the aligned
+    starts (what the alignment is for): ends that disagree by more say the k-th collectives
+    are not one operation on every rank (a sampled trace), and the collectives are returned
+    unchanged, offsets from each rank's own step start, with the fit that failed.  No fit
+    where a rank's collectives have no start on its own clock (``at_ms``) or none is matched."""
     plain = [{n: list(cs) for n, cs in r.items()} for r in per_rank]
-    matched = list(matched_collectives(per_rank))
+    matched = [same for _, _, same in matched_collectives(per_rank)]
     if len(per_rank) < 2 or not matched:
         return plain, None
-    if any(c.at_ms is None for _, _, same in matched for c in same):
+    if any(c.at_ms is None for same in matched for c in same):
         return plain, None
-    ends = [[(c.at_ms or 0.0) + c.duration_ms for c in same] for _, _, same in matched]
+    ends = [[(c.at_ms or 0.0) + c.duration_ms for c in same] for same in matched]
     offsets = [statistics.median(e[i] - e[0] for e in ends) for i in range(len(per_rank))]
-    spreads = [max(x - o for x, o in zip(e, offsets, strict=True))
-               - min(x - o for x, o in zip(e, offsets, strict=True)) for e in ends]  # fmt: skip
-    fit = ClockFit(offsets_ms=offsets, residual_ms=statistics.median(spreads),
-                   residual_max_ms=max(spreads), num_collectives=len(ends))  # fmt: skip
-    if fit.residual_ms > max_residual_ms:
+
+    def spread(values: list[float]) -> float:
+        moved = [x - o for x, o in zip(values, offsets, strict=True)]
+        return max(moved) - min(moved)
+
+    residuals = [spread(e) for e in ends]
+    starts = statistics.median(spread([c.at_ms or 0.0 for c in same]) for same in matched)
+    transfer = statistics.median(min(c.duration_ms for c in same) for same in matched)
+    fit = ClockFit(offsets_ms=offsets, residual_ms=statistics.median(residuals),
+                   residual_max_ms=max(residuals), num_collectives=len(ends),
+                   tolerance_ms=max(min_tolerance_ms, transfer / 2, starts / 4))  # fmt: skip
+    if not fit.holds:
         return plain, fit
     aligned = [
         {n: [dataclasses.replace(c, at_ms=(c.at_ms or 0.0) - o) for c in cs] for n, cs in r.items()}
@@ -167,10 +185,10 @@ def on_common_clock(
     ]
     out: list[dict[int, list[Collective]]] = [{} for _ in per_rank]
     for n in set().union(*(set(r) for r in aligned)):
-        starts = [c.at_ms or 0.0 for r in aligned for c in r.get(n, ())]
-        if not starts:
+        firsts = [c.at_ms or 0.0 for r in aligned for c in r.get(n, ())]
+        if not firsts:
             continue
-        first = min(starts)
+        first = min(firsts)
         for mine, r in zip(out, aligned, strict=True):
             if n in r:
                 mine[n] = [dataclasses.replace(c, offset_ms=(c.at_ms or 0.0) - first) for c in r[n]]
