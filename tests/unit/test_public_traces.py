@@ -40,15 +40,10 @@ SMALL_JOB_BYTES = 2_000_000
 
 _NO_RANK = "no rank (no distributedInfo.rank, no rank-N in the file's name)"
 _NO_EVENTS = "no kernels and no host ops in its {} events"
-KNOWN_FAILURES: dict[str, str] = {
-    "hta-old_format_inference": f"PyTorch 1.8 categories: '{_NO_EVENTS.format(54)}'",
-    "kineto-resnet50_autograd_api": f"PyTorch 1.8 categories: '{_NO_EVENTS.format(79711)}'",
-    "kineto-resnet50_profiler_api": f"PyTorch 1.8 categories: '{_NO_EVENTS.format(73639)}'",
-    "kineto-resnet50_two_cycles": f"two files of one process, worker0.*: '{_NO_RANK}'",
-    "sidnb13-transformer": f"two files of one process, HOST_PID.*: '{_NO_RANK}'",
-}
-"""Jobs analyze failed on at commit 5cee779, with its error: xfail(strict=True, ConfigError),
-so that the fix turns them into failures to remove from here."""
+KNOWN_FAILURES: dict[str, str] = {}
+"""Jobs analyze fails on today, with its error: xfail(strict=True, ConfigError), so that the
+fix turns them into failures to remove from here (none since the reader took the PyTorch 1.8
+format and rank-less files of one process; the README names the five it fixed)."""
 
 COMM_FAMILIES = {"nccl", "rccl", "deepep", "symm_mem", "gloo", "nvshmem"}
 HEX40 = re.compile(r"[0-9a-f]{40}")
@@ -117,6 +112,24 @@ def check_analysis(job: Job, finished: Finished, paths: list[Path], warnings: li
     for path in paths:
         named = any(path.name in line for line in said)
         assert str(path) in imported["files"] or named, f"{path.name}: neither analysed nor named"
+    shares = _mean_shares(results)
+    for rank, share in shares.items():
+        # every kernel classed by the table of families: at most 1% of a rank's step unknown
+        assert share.get("unclassified", 0.0) <= 1.0, (rank, share)
+    if job["comm_families"] and any(s for s in shares.values() if "compute" in s):
+        # its collectives (NCCL, RCCL, DeepEP, symmetric memory) classed as communication
+        comm = [s.get("communication", 0.0) + s.get("communication_overlapped", 0.0)
+                for s in shares.values()]  # fmt: skip
+        assert max(comm) > 0.0, shares
+
+
+def _mean_shares(results: Any) -> dict[int, dict[str, float]]:
+    """Per rank, its mean share of the profiled steps by class, %."""
+    out: dict[int, dict[str, float]] = {}
+    for m in results.measurements:
+        if m.benchmark == "attribution" and m.unit == "%" and m.params.get("rank_step") == "mean":
+            out.setdefault(m.rank, {})[m.metric] = m.value
+    return out
 
 
 IN_PROCESS: dict[str, Any] = (
