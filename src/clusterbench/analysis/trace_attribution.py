@@ -80,51 +80,67 @@ def attribute(traces: list[RankTrace], *, top: int = 10) -> TraceAttribution:
     matched (the k-th collective of step N is the same operation on every rank) and put on
     one clock (:func:`~clusterbench.benchmarks.attribution.ranks.on_common_clock`)."""
     traces = sorted(traces, key=lambda t: t.rank)
-    acts: list[dict[int, list[kineto.Activity]]] = []
+    # two passes, so that one rank's activities are held at a time: the collectives of every
+    # rank first (what the ranks are matched and timed on), then each rank's steps
     per_rank: list[dict[int, tuple[kineto.Collective, ...]]] = []
     for t in traces:
-        mine = {n: t.activities(start, end) for n, start, end in t.steps}
-        acts.append(mine)
         collectives: dict[int, tuple[kineto.Collective, ...]] = {}
         for n, start, end in t.steps:
-            collectives.update(kineto.step_collectives([_step_event(n, start, end)], acts=mine[n]))
+            mine = _collective_activities(t, start, end)
+            collectives.update(kineto.step_collectives([_step_event(n, start, end)], acts=mine))
         per_rank.append(collectives)
     timing = _time_ranks(traces, per_rank)
-    out = []
-    for i, t in enumerate(traces):
-        steps = []
-        wait_pct: list[float] = []
-        idle_split: list[whatif.StepIdle] = []
-        fusable: list[float] = []
-        for n, start, end in t.steps:
-            event = _step_event(n, start, end)
-            steps += kineto.step_breakdowns([event], acts=acts[i][n], waits_ms=timing.waits[i])
-            if i in timing.group:
-                (it,) = idle.iteration_idle([event], acts=acts[i][n],
-                                            waits_ms=timing.start_waits[i])  # fmt: skip
-                wait_pct.append(it.wait_pct)
-            busy = ((a.start_us, a.end_us) for a in acts[i][n])
-            idle_split.append(whatif.idle_split(busy, step=(start, end),
-                                                input_spans=t.input_spans))  # fmt: skip
-            fusable.append(_fusable_ms(acts[i][n], start=start, end=end) if t.device else 0.0)
-        out.append(
-            RankAttribution(
-                trace=t,
-                steps=steps,
-                lateness_ms=timing.late.get(i, []),
-                last_arrivals=timing.last[i],
-                wait_pct=wait_pct,
-                kernels=_top_kernels(t, acts[i], top=top),
-                clock_offset_ms=timing.offsets.get(i),
-                straggler_saving_ms=timing.savings.get(i),
-                input_wait_ms=[s.input_ms for s in idle_split],
-                launch_gaps_ms=[s.gaps_ms for s in idle_split],
-                fusable_ms=fusable,
-            )
-        )
+    out = [_attribute_rank(t, i, timing, top=top) for i, t in enumerate(traces)]
     notes = _notes(traces, per_rank, timing)
     return TraceAttribution(ranks=out, spreads_ms=timing.spreads, matched=len(timing.spreads),
                             notes=notes, clock=timing.fit)  # fmt: skip
+
+
+def _collective_activities(t: RankTrace, start: float, end: float) -> list[kineto.Activity]:
+    """The whole collectives among the rank's activities that overlap [start, end)."""
+    import numpy as np
+
+    starts = np.frombuffer(t.starts, dtype=np.float64)
+    ends = np.frombuffer(t.ends, dtype=np.float64)
+    flags = np.frombuffer(t.collective, dtype=np.int8)
+    picked = np.flatnonzero((flags > 0) & (ends > start) & (starts < end)).tolist()
+    return [
+        kineto.Activity(t.starts[i], t.ends[i], "comm", collective=True,
+                        name=t.name_table[t.names[i]])
+        for i in picked
+    ]  # fmt: skip
+
+
+def _attribute_rank(t: RankTrace, i: int, timing: _Timing, *, top: int) -> RankAttribution:
+    """One rank's steps split, its waits, idle and what-ifs, from its activities (read from
+    its arrays here and dropped after)."""
+    acts = {n: t.activities(start, end) for n, start, end in t.steps}
+    steps = []
+    wait_pct: list[float] = []
+    idle_split: list[whatif.StepIdle] = []
+    fusable: list[float] = []
+    for n, start, end in t.steps:
+        event = _step_event(n, start, end)
+        steps += kineto.step_breakdowns([event], acts=acts[n], waits_ms=timing.waits[i])
+        if i in timing.group:
+            (it,) = idle.iteration_idle([event], acts=acts[n], waits_ms=timing.start_waits[i])
+            wait_pct.append(it.wait_pct)
+        busy = ((a.start_us, a.end_us) for a in acts[n])
+        idle_split.append(whatif.idle_split(busy, step=(start, end), input_spans=t.input_spans))
+        fusable.append(_fusable_ms(acts[n], start=start, end=end) if t.device else 0.0)
+    return RankAttribution(
+        trace=t,
+        steps=steps,
+        lateness_ms=timing.late.get(i, []),
+        last_arrivals=timing.last[i],
+        wait_pct=wait_pct,
+        kernels=_top_kernels(t, acts, top=top),
+        clock_offset_ms=timing.offsets.get(i),
+        straggler_saving_ms=timing.savings.get(i),
+        input_wait_ms=[s.input_ms for s in idle_split],
+        launch_gaps_ms=[s.gaps_ms for s in idle_split],
+        fusable_ms=fusable,
+    )
 
 
 @dataclass(kw_only=True)
