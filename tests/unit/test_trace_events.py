@@ -72,7 +72,6 @@ def test_the_bytes_between_events_inside_one(monkeypatch: pytest.MonkeyPatch, ch
         b'{"traceEvents": [ ] , "x": [{"traceEvents": [1]}]}',
         b'{"a": {"traceEvents": [{"ph": "X"}]}, "traceEvents": [{"ph": "B"}]}',
         b'{"traceEvents": [{"ph": "X"}], "traceEvents": [{"ph": "Y"}]}',
-        b'[{"traceEvents": [{"ph": "X"}]}]',
     ],
 )
 def test_layouts_read_as_ijson_reads_them(data: bytes) -> None:
