@@ -38,15 +38,11 @@ CORPUS_ENV = "CLUSTERBENCH_PUBLIC_TRACES"
 SMALL_JOB_BYTES = 2_000_000
 """The unit tier analyses the jobs of at most this many bytes (about 0.3 s each here)."""
 
-_NO_RANK = "no rank (no distributedInfo.rank, no rank-N in the file's name)"
-_NO_EVENTS = "no kernels and no host ops in its {} events"
-_ARRAY = "a JSON array of events: 'have no traceEvents (not torch.profiler traces)'"
-_ARRAY_JOBS = ("bert_fp16_ddp", "bert_fp16_ddp_4dataloader", "resnet50_ddp",
-               "resnet50_autograd_ddp", "resnet50_nopred_ddp")  # fmt: skip
-KNOWN_FAILURES: dict[str, str] = {f"gaoteng-{job}": _ARRAY for job in _ARRAY_JOBS}
+KNOWN_FAILURES: dict[str, str] = {}
 """Jobs analyze fails on today, with its error: xfail(strict=True, ConfigError), so that the
-fix turns them into failures to remove from here (the README names the five the reader fixed
-when it took the PyTorch 1.8 format and rank-less files of one process, and these)."""
+fix turns them into failures to remove from here (the README names the jobs the reader
+fixed: the PyTorch 1.8 format and rank-less files of one process, then the JSON array form
+with ranks from worker names)."""
 
 COMM_FAMILIES = {"nccl", "rccl", "deepep", "symm_mem", "gloo", "nvshmem"}
 HEX40 = re.compile(r"[0-9a-f]{40}")

@@ -109,3 +109,45 @@ def test_a_buffer_without_a_cut_goes_to_ijson(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(trace_events, "_CHUNK", 16)
     data = _doc(AWKWARD * 5, after=', "traceName": "x"')
     assert _batched(data, head_size=16) == _ijson(data) == AWKWARD * 5
+
+
+def _array(events: list[dict[str, Any]], *, before: str = "") -> bytes:
+    """The Chrome trace format's array form, as torch.profiler wrote it before PyTorch 1.8.0:
+    a newline after the bracket, one event after another, no object around them."""
+    body = ",\n".join(json.dumps(e, indent=2) for e in events)
+    return (before + "[\n\n" + body + "\n]\n").encode()
+
+
+def _ijson_array(data: bytes) -> list[Any]:
+    return list(ijson.items(io.BytesIO(data), "item", use_float=True))
+
+
+@pytest.mark.parametrize("chunk", [5, 33, 1 << 18])
+def test_a_bare_array_is_the_events(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    monkeypatch.setattr(trace_events, "_CHUNK", chunk)
+    for before in ("", "\n  "):
+        data = _array(AWKWARD * 3, before=before)
+        assert _batched(data, head_size=chunk) == _ijson_array(data) == AWKWARD * 3
+    assert _batched(b" \n[ ]\n", head_size=1) == []
+
+
+def test_a_recorded_trace_as_an_array_is_read_without_ijson(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    events = json.loads(gzip.decompress(TRACES[0].read_bytes()))["traceEvents"]
+    data = _array(events)
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("ijson was asked")
+
+    monkeypatch.setattr(trace_events, "_ijson_items", refused)
+    assert _batched(data) == events and len(events) > 100
+
+
+def test_a_truncated_or_trailed_array_raises_ijsons_error() -> None:
+    data = _array(AWKWARD * 50)
+    for cut in (len(data) - 2, len(data) - 4, len(data) // 2):
+        with pytest.raises(ijson.IncompleteJSONError):
+            _batched(data[:cut], head_size=64)
+    with pytest.raises(ijson.JSONError):
+        _batched(data + b'{"ph": "X"}', head_size=64)

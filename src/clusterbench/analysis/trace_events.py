@@ -2,6 +2,11 @@
 each batch parsed whole by orjson, three times faster than ijson's event-by-event parse
 (``docs/commands/analyze.md``, "What it reads, and how"), in memory bounded by the batch.
 
+A document whose first byte (past white space) is ``[`` is the array of events itself: the
+Chrome Trace Event Format's "JSON Array Format", which its specification allows beside the
+object format with ``traceEvents`` ("Trace Event Format", Google, section "JSON Array
+Format"), and which torch.profiler wrote before PyTorch 1.8.0.
+
 A cut is a ``}`` followed by ``,`` and ``{`` (whitespace between), as between two events;
 the same bytes inside an event (a list of objects in its ``args``, or a string) do not parse
 as a list of whole events, so such a cut is refused and an earlier one taken.  Whatever this
@@ -36,18 +41,24 @@ class _Unparsed(Exception):
 
 def event_batches(head: bytes, stream: IO[bytes]) -> Iterator[Iterable[Any]]:
     """The items of the top-level ``traceEvents`` array of the JSON document that starts with
-    ``head`` and goes on in ``stream``, in order, in batches.  ijson's errors (``ijson.JSONError``)
-    for a document that is not whole."""
+    ``head`` and goes on in ``stream`` (of the document itself where it is an array), in order,
+    in batches.  ijson's errors (``ijson.JSONError``) for a document that is not whole."""
     import orjson
 
-    start = _START.search(head)
-    if start is None and (more := stream.read(_CHUNK)):  # the head ended inside the key
+    while not head.strip() and (more := stream.read(_CHUNK)):
         head += more
+    bare = head.lstrip()[:1] == b"["
+    if bare:
+        buf = head.lstrip()[1:]
+    else:
         start = _START.search(head)
-    if start is None or not _top_level(head[: start.start()]):
-        yield _ijson_items(b"", head, stream)
-        return
-    buf = head[start.end() :]
+        if start is None and (more := stream.read(_CHUNK)):  # the head ended inside the key
+            head += more
+            start = _START.search(head)
+        if start is None or not _top_level(head[: start.start()]):
+            yield _ijson_items(b"", head, stream, bare=False)
+            return
+        buf = head[start.end() :]
     try:
         while more := stream.read(_CHUNK):
             buf += more
@@ -58,9 +69,9 @@ def event_batches(head: bytes, stream: IO[bytes]) -> Iterator[Iterable[Any]]:
                 buf = buf[rest:]
             elif len(buf) > _MAX_BUFFER:
                 raise _Unparsed
-        yield _tail(buf, orjson)
+        yield _tail(buf, orjson, bare=bare)
     except _Unparsed:
-        yield _ijson_items(b'{"traceEvents": [', buf, stream)
+        yield _ijson_items(b"[" if bare else b'{"traceEvents": [', buf, stream, bare=bare)
 
 
 def _top_level(before: bytes) -> bool:
@@ -91,8 +102,9 @@ def _cut(buf: bytes, orjson: Any) -> tuple[list[Any], int] | None:
     return None
 
 
-def _tail(buf: bytes, orjson: Any) -> list[Any]:
-    """The last events, once the array and the document are seen to end whole."""
+def _tail(buf: bytes, orjson: Any, *, bare: bool) -> list[Any]:
+    """The last events, once the array and the document are seen to end whole (``bare``: the
+    array is the document)."""
     if buf.lstrip().startswith(b"]"):
         events: list[Any] = []
         rest = buf.lstrip()[1:]
@@ -106,6 +118,10 @@ def _tail(buf: bytes, orjson: Any) -> list[Any]:
             break
         else:
             raise _Unparsed
+    if bare:
+        if rest.strip():
+            raise _Unparsed  # more after the array: ijson says what
+        return events
     if b'"traceEvents"' in rest:
         raise _Unparsed  # a second array of that name: ijson reads both
     try:
@@ -115,12 +131,13 @@ def _tail(buf: bytes, orjson: Any) -> list[Any]:
     return events
 
 
-def _ijson_items(prefix: bytes, buf: bytes, stream: IO[bytes]) -> Iterator[Any]:
+def _ijson_items(prefix: bytes, buf: bytes, stream: IO[bytes], *, bare: bool) -> Iterator[Any]:
     import ijson
 
     # ijson.items over a file, not items_coro fed chunks: 1.2 s against 3.2 s for 100 MB
     # (yajl2_c backend, measured on this project's CI machine)
-    return ijson.items(_Joined(prefix + buf, stream), "traceEvents.item", use_float=True)
+    path = "item" if bare else "traceEvents.item"
+    return ijson.items(_Joined(prefix + buf, stream), path, use_float=True)
 
 
 class _Joined:

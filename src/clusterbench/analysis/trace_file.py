@@ -10,11 +10,12 @@ those of the attribution benchmark (``trace.step_breakdowns``), so a team's job 
 clusterbench's own workloads are judged alike.
 
 The rank is the trace's ``distributedInfo.rank``, else a number in the file's name
-(``rank-3``, ``rank_3``, ``rank3``).  The host is the trace's ``host_name`` (Kineto writes
-``gethostname()`` there since pytorch/kineto#1323, March 2026), else the file's name where it
-is ``tensorboard_trace_handler``'s default: the handler names a file
-``{worker_name}.{time}.pt.trace.json[.gz]`` with ``worker_name`` ``{hostname}_{pid}`` unless
-given one (torch/profiler/profiler.py), so ``HOST_PID`` is read as a host only where PID is
+(``rank-3``, ``rank_3``, ``rank3``), else, for the one file given, 0, else, the last resort,
+the N of a worker name ``workerN`` (:func:`_worker_rank`).  The host is the trace's
+``host_name`` (Kineto writes ``gethostname()`` there since pytorch/kineto#1323, March 2026),
+else the file's name where it is ``tensorboard_trace_handler``'s default: the handler names a
+file ``{worker_name}.{time}.pt.trace.json[.gz]`` with ``worker_name`` ``{hostname}_{pid}``
+unless given one (torch/profiler/profiler.py), so ``HOST_PID`` is read as a host only where PID is
 the pid of the process the trace recorded (its host events' ``pid``); a worker name of the
 job's own (``worker0_step_12``) is not a host, and the host is unknown.
 
@@ -56,6 +57,7 @@ _GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 _HOST_CATS = frozenset({"cpu_op", "user_annotation"})
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+_WORKER_IN_NAME = re.compile(r"(?<![a-z])worker(\d+)", re.IGNORECASE)
 _HANDLER_NAME = re.compile(
     r"^(?P<worker>(?P<host>.+)_(?P<pid>\d+))\.\d+\.pt\.trace\.json(?:\.gz)?$"
 )
@@ -107,6 +109,10 @@ class RankTrace:
     host: str
     """The trace's ``host_name``, else the host of a ``tensorboard_trace_handler`` file name
     of this process; else ``unknown``."""
+    rank_from: str = "distributedInfo"
+    """Where :attr:`rank` comes from: ``distributedInfo``, ``file name`` (``rank-N``),
+    ``lone trace`` (the one file given, rank 0), ``worker name`` (``workerN``), or ``none``
+    (a :class:`NoRankError`'s trace, rank 0 until the caller places it)."""
     world_size: int | None = None
     backend: str | None = None
     pid: int | None = None
@@ -251,6 +257,8 @@ _KEY = re.compile(r'"(distributedInfo|deviceProperties|host_name)"\s*:\s*')
 def _head_fields(head: bytes) -> dict[str, Any]:
     """``distributedInfo``, ``deviceProperties`` and ``host_name`` where they come before the
     events (Kineto writes them first), each decoded whole from where its value starts."""
+    if head.lstrip()[:1] == b"[":
+        return {}  # the array form has events only
     text = head.decode("utf-8", errors="replace")
     events_at = text.find('"traceEvents"')
     decoder = json.JSONDecoder()
@@ -270,12 +278,31 @@ def _gpu_names(fields: dict[str, Any]) -> list[str]:
     return [str(p["name"]) for p in props if isinstance(p, dict) and p.get("name")]
 
 
-def _rank_of(path: Path, info: dict[str, Any]) -> int | None:
+def _rank_of(path: Path, info: dict[str, Any]) -> tuple[int, str] | None:
+    """The rank and where it was read: ``distributedInfo.rank``, else ``rank-N`` in the
+    file's name."""
     rank = info.get("rank")
     if isinstance(rank, int) or (isinstance(rank, str) and rank.isdigit()):
-        return int(rank)
+        return int(rank), "distributedInfo"
     m = _RANK_IN_NAME.search(path.name)
-    return int(m.group(1)) if m else None
+    return (int(m.group(1)), "file name") if m else None
+
+
+def _worker_rank(path: Path, pid: int | None) -> int | None:
+    """The N of ``workerN`` in the file's name: the TensorBoard profiler plugin calls each
+    process of a job a worker and its tests name a DDP job's two ranks' traces ``worker0``
+    and ``worker1`` (pytorch/kineto, tb_plugin/test/test_profiler.py,
+    ``test_distributed_nccl``, commit 041e7ce99f1562dd81232ee58b7c454ef16bfae2), as
+    ``tensorboard_trace_handler(dir, worker_name=f"worker{rank}")`` does.  The last resort:
+    the plugin's own tests also name one process's cycles ``worker{step_num}``
+    (tb_plugin/test/test_compare_with_autograd.py), and a Kubernetes pod's host name
+    (``job-worker3``) is not a rank, so none is read from ``tensorboard_trace_handler``'s
+    default ``HOST_PID`` name where PID is this process's."""
+    m = _HANDLER_NAME.match(path.name)
+    if m is not None and pid is not None and int(m.group("pid")) == pid:
+        return None
+    w = _WORKER_IN_NAME.search(path.name)
+    return int(w.group(1)) if w else None
 
 
 def _host_of(path: Path, pid: int | None) -> tuple[str, str | None]:
@@ -427,16 +454,45 @@ class _Reducer:
 
 
 def is_trace(path: Path) -> bool:
-    """Whether the file may be a torch.profiler trace: False only for JSON without
-    ``traceEvents`` before its events would start (a config, a trainer's state), which a
-    folder's search passes over; for anything else (a gzip of text, a truncated file),
+    """Whether the file may be a torch.profiler trace: False only for a JSON object without
+    ``traceEvents`` before its events would start (a config, a trainer's state) and a JSON
+    array whose first items are not trace events (:func:`_events_array`), which a folder's
+    search passes over; for anything else (a gzip of text, a truncated file),
     :func:`read_trace` says what is wrong with it."""
     try:
         with _open(path) as stream:
             head = _read_head(stream)
     except (OSError, EOFError, zlib.error):
         return True
-    return not (head.lstrip()[:1] in (b"{", b"[") and b'"traceEvents"' not in head)
+    first = head.lstrip()[:1]
+    if first == b"[":
+        return _events_array(head)
+    return not (first == b"{" and b'"traceEvents"' not in head)
+
+
+_FIRST_ITEMS = 3
+"""The items of an array checked to be trace events, where the head holds them whole."""
+
+
+def _events_array(head: bytes) -> bool:
+    """Whether a JSON array's first items (those whole in ``head``, up to
+    :data:`_FIRST_ITEMS`) are trace events: objects with ``ph`` and ``ts``, as the Chrome
+    Trace Event Format's array form holds (torch.profiler's before PyTorch 1.8.0).  Where
+    not one item is whole in the head, whether the head names both keys."""
+    text = head.decode("utf-8", errors="replace").lstrip()[1:]
+    decoder = json.JSONDecoder()
+    items: list[object] = []
+    at = 0
+    while len(items) < _FIRST_ITEMS:
+        at = len(text) - len(text[at:].lstrip(" \t\r\n,"))
+        try:
+            item, at = decoder.raw_decode(text, at)
+        except ValueError:
+            break
+        items.append(item)
+    if not items:
+        return b'"ph"' in head and b'"ts"' in head
+    return all(isinstance(e, dict) and "ph" in e and "ts" in e for e in items)
 
 
 def read_trace(path: Path | str, *, default_rank: int | None = None) -> RankTrace:
@@ -454,11 +510,12 @@ def read_trace(path: Path | str, *, default_rank: int | None = None) -> RankTrac
             fields = _head_fields(head)
             info = fields.get("distributedInfo")
             info = info if isinstance(info, dict) else {}
-            named_rank = _rank_of(path, info)
-            rank = default_rank if named_rank is None else named_rank
+            named = _rank_of(path, info)
+            if named is None and default_rank is not None:
+                named = (default_rank, "lone trace")
             backend = str(info["backend"]) if info.get("backend") else None
             host = str(fields.get("host_name") or "unknown")
-            out = RankTrace(path=path, rank=rank or 0, host=host, num_bytes=size,
+            out = RankTrace(path=path, rank=named[0] if named else 0, host=host, num_bytes=size,
                             world_size=_int(info.get("world_size")), backend=backend,
                             gpu_names=_gpu_names(fields))  # fmt: skip
             reducer = _Reducer(out)
@@ -477,22 +534,33 @@ def read_trace(path: Path | str, *, default_rank: int | None = None) -> RankTrac
         raise TraceError(f"{path}: no kernels and no host ops in its {out.num_events} events")
     if not fields.get("host_name"):
         out.host, out.worker_name = _host_of(path, out.pid)
-    if rank is None:
+    if named is None and (worker := _worker_rank(path, out.pid)) is not None:
+        named = (worker, "worker name")
+    if named is None:
+        out.rank_from = "none"
         raise NoRankError(
-            f"{path}: no rank (no distributedInfo.rank, no rank-N in the file's name)", trace=out
+            f"{path}: no rank (no distributedInfo.rank, no rank-N or workerN in the file's name)",
+            trace=out,
         )
+    out.rank, out.rank_from = named
     return out
 
 
 def _check_head(path: Path, head: bytes, *, gzipped: bool) -> None:
-    """TraceError, naming the file and why, for one that is empty, not JSON, or JSON
-    without ``traceEvents``."""
+    """TraceError, naming the file and why, for one that is empty, not JSON, a JSON object
+    without ``traceEvents`` or a JSON array whose first items are not trace events."""
     start = head.lstrip()
     inside = "a gzip whose content is " if gzipped else ""
     if not start:
         raise TraceError(f"{path}: {inside}empty: not a trace")
     if start[:1] not in (b"{", b"["):
         raise TraceError(f"{path}: {inside}not JSON (it starts {start[:16]!r}): not a trace")
+    if start[:1] == b"[":
+        if not _events_array(head):
+            raise TraceError(
+                f"{path}: a JSON array, not of trace events (objects with ph and ts): not a trace"
+            )
+        return
     if b'"traceEvents"' not in head:
         raise TraceError(f"{path}: not a torch.profiler trace (no traceEvents)")
 
