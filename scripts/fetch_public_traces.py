@@ -9,19 +9,27 @@ content, not the commit). Every file is checked against its git blob id (the SHA
 ``blob <size>\\0<content>``) and, where the manifest has it, its SHA-256; a file that does not
 match is not written. A file already in OUT that matches is left alone. One line a file; exit
 code 1 when any file could not be had or did not match, 2 on bad usage.
+
+A file published inside an archive (a ``.tar.gz`` in the repository) names the archive as its
+``path`` and ``git_blob`` and itself as ``member``, with its own ``bytes`` and ``sha256``: the
+archive is fetched once and checked by its blob id, and the member read from it (never
+extracted to a path of the archive's choosing: a member named with an absolute path or ``..``,
+or that is not a regular file, is refused) and checked by its size and SHA-256.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import subprocess
 import sys
+import tarfile
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 MANIFEST = (
     Path(__file__).resolve().parent.parent / "tests" / "data" / "traces-public" / "manifest.json"
@@ -45,6 +53,11 @@ class TraceFile:
     git_blob: str
     sha256: str | None
     """None where the manifest has no SHA-256 (the blob id still checks the file)."""
+    member: str | None = None
+    """The file's path inside the archive that :attr:`path` and :attr:`git_blob` name; None
+    for a file published as it is."""
+    num_bytes: int | None = None
+    """The file's size, where the manifest has it."""
 
 
 def load_files(manifest: Path, jobs: Sequence[str] = ()) -> list[TraceFile]:
@@ -62,6 +75,8 @@ def load_files(manifest: Path, jobs: Sequence[str] = ()) -> list[TraceFile]:
             path=f["path"],
             git_blob=f["git_blob"],
             sha256=f["sha256"],
+            member=f.get("member"),
+            num_bytes=f.get("bytes"),
         )
         for e in entries
         if not jobs or e["folder"] in jobs
@@ -75,12 +90,49 @@ def git_blob_id(data: bytes) -> str:
 
 
 def check(data: bytes, f: TraceFile) -> None:
-    """ValueError (one line) unless ``data`` is the file the manifest names."""
+    """ValueError (one line) unless ``data`` is the file the manifest names (for a member of an
+    archive, the archive: its blob id only)."""
     got = git_blob_id(data)
     if got != f.git_blob:
         raise ValueError(f"{f.folder}/{f.name}: git blob {got}, the manifest says {f.git_blob}")
+    if f.member is None:
+        check_content(data, f)
+
+
+def check_content(data: bytes, f: TraceFile) -> None:
+    """ValueError (one line) unless ``data`` has the size and SHA-256 the manifest gives the
+    file (either may be absent for a file published as it is)."""
+    if f.num_bytes is not None and len(data) != f.num_bytes:
+        raise ValueError(f"{f.folder}/{f.name}: {len(data)} bytes, the manifest says {f.num_bytes}")
     if f.sha256 is not None and hashlib.sha256(data).hexdigest() != f.sha256:
         raise ValueError(f"{f.folder}/{f.name}: SHA-256 differs from the manifest's")
+
+
+def safe_member(name: str) -> None:
+    """ValueError for a member's path that is absolute or climbs out (``..``)."""
+    path = PurePosixPath(name)
+    if not name or path.is_absolute() or "\\" in name or ".." in path.parts:
+        raise ValueError(f"archive member {name!r}: not a relative path inside the archive")
+
+
+def extract_member(archive: bytes, name: str) -> bytes:
+    """The content of the regular file ``name`` in a tar archive (gzip, bzip2, xz or none),
+    read in memory; ValueError (one line) for an unsafe or absent name or a member that is not
+    a regular file (a link, a device, a folder)."""
+    safe_member(name)
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:*") as tar:
+            try:
+                info = tar.getmember(name)
+            except KeyError:
+                raise ValueError(f"archive member {name!r}: not in the archive") from None
+            if not info.isfile():
+                raise ValueError(f"archive member {name!r}: not a regular file")
+            handle = tar.extractfile(info)
+            assert handle is not None  # a regular file always has one
+            return handle.read()
+    except tarfile.TarError as exc:
+        raise ValueError(f"not a tar archive ({exc})") from None
 
 
 def from_network(f: TraceFile, *, timeout_s: float) -> bytes:
@@ -99,19 +151,53 @@ def from_git(clone: Path, f: TraceFile) -> bytes:
     return done.stdout
 
 
-def fetch_one(f: TraceFile, out: Path, *, clones: dict[str, Path], timeout_s: float) -> str:
+def _present(target: Path, f: TraceFile) -> bool:
+    """Whether ``target`` already holds the file (a member: by its size and SHA-256)."""
+    if not target.is_file():
+        return False
+    data = target.read_bytes()
+    try:
+        if f.member is None:
+            check(data, f)
+        elif f.sha256 is None:
+            return False  # nothing to check a member by: fetch it again
+        else:
+            check_content(data, f)
+    except ValueError:
+        return False  # a partial or other file: fetch it again
+    return True
+
+
+def fetch_one(
+    f: TraceFile,
+    out: Path,
+    *,
+    clones: dict[str, Path],
+    timeout_s: float,
+    archives: dict[str, bytes] | None = None,
+) -> str:
     """Bring one file into ``out/<folder>/<name>``; the line to print. ValueError or OSError
-    when it cannot be had or does not match (nothing written then)."""
+    when it cannot be had or does not match (nothing written then). ``archives``: the archives
+    already fetched, by blob id (one download for all its members)."""
+    if Path(f.name).name != f.name or f.name in ("", ".", ".."):
+        raise ValueError(f"{f.folder}/{f.name}: a file's name must not hold a path")
     target = out / f.folder / f.name
-    if target.is_file():
+    if _present(target, f):
+        return f"{f.folder}/{f.name}: already there"
+    held = {} if archives is None else archives
+    data = held.get(f.git_blob)
+    if data is None:
+        clone = clones.get(f.source)
+        data = from_git(clone, f) if clone is not None else from_network(f, timeout_s=timeout_s)
+        check(data, f)
+        if f.member is not None:
+            held[f.git_blob] = data
+    if f.member is not None:
         try:
-            check(target.read_bytes(), f)
-            return f"{f.folder}/{f.name}: already there"
-        except ValueError:
-            pass  # a partial or other file: fetch it again
-    clone = clones.get(f.source)
-    data = from_git(clone, f) if clone is not None else from_network(f, timeout_s=timeout_s)
-    check(data, f)
+            data = extract_member(data, f.member)
+        except ValueError as exc:
+            raise ValueError(f"{f.folder}/{f.name}: {exc}") from None
+        check_content(data, f)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".part")
     partial.write_bytes(data)
@@ -125,9 +211,10 @@ def fetch(
     """Every file into ``out``: (the lines of the files had, the lines of those that failed)."""
     done: list[str] = []
     failed: list[str] = []
+    archives: dict[str, bytes] = {}
     for f in files:
         try:
-            done.append(fetch_one(f, out, clones=clones, timeout_s=timeout_s))
+            done.append(fetch_one(f, out, clones=clones, timeout_s=timeout_s, archives=archives))
         except (ValueError, OSError) as exc:
             failed.append(f"{f.folder}/{f.name}: {exc}" if f.name not in str(exc) else str(exc))
     return done, failed

@@ -15,10 +15,12 @@ import dataclasses
 import hashlib
 import importlib.util
 import inspect
+import io
 import json
 import os
 import re
 import sys
+import tarfile
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -197,7 +199,11 @@ def _check_files(job: Job) -> None:
     names = [f["name"] for f in job["files"]]
     assert names and len(names) == len(set(names))
     for f in job["files"]:
-        assert f["path"].endswith(f["name"]) and HEX40.fullmatch(f["git_blob"])
+        # a member of an archive: path and git_blob are the archive's, the rest the member's
+        member = f.get("member")
+        assert (member or f["path"]).endswith(f["name"]) and HEX40.fullmatch(f["git_blob"])
+        assert member is None or (f["path"].endswith((".tar.gz", ".tgz", ".tar"))
+                                  and f["sha256"] is not None)  # fmt: skip
         # a size and a SHA-256 were taken together, where the file could be read
         assert (f["bytes"] is None) == (f["sha256"] is None)
         assert f["sha256"] is None or (HEX64.fullmatch(f["sha256"]) and f["bytes"] > 0)
@@ -244,6 +250,66 @@ def test_fetch_checks_every_file_against_the_manifest(tmp_path: Path) -> None:
     assert done == ["a-job/t.json: already there"] and failed == []
     with pytest.raises(ValueError, match="OWNER/NAME=CLONE"):
         fetch.parse_clones(["no-slash=dir"])
+
+
+def _tar(members: dict[str, bytes], *, link: str | None = None) -> bytes:
+    """A gzip-compressed tar archive of ``members``; ``link``: one more member, a symbolic link."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, content in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+        if link is not None:
+            info = tarfile.TarInfo(link)
+            info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+            tar.addfile(info)
+    return buf.getvalue()
+
+
+def test_fetch_reads_members_out_of_an_archive(tmp_path: Path, monkeypatch: Any) -> None:
+    fetch = _script("fetch_public_traces")
+    content = {"d/worker0.json": b'{"traceEvents": []}\n', "d/worker1.json": b"[]\n"}
+    archive = _tar(content, link="d/link.json")
+    downloads: list[str] = []
+
+    def from_network(f: Any, *, timeout_s: float) -> bytes:
+        downloads.append(f.path)
+        return archive
+
+    monkeypatch.setattr(fetch, "from_network", from_network)
+
+    def member(name: str, **changes: Any) -> Any:
+        data = content.get(f"d/{name}", b"")
+        fields = {"folder": "a-job", "name": name, "source": "o/r", "commit": "0" * 40,
+                  "path": "x/d.tar.gz", "git_blob": fetch.git_blob_id(archive),
+                  "member": f"d/{name}", "num_bytes": len(data),
+                  "sha256": hashlib.sha256(data).hexdigest()}  # fmt: skip
+        return fetch.TraceFile(**{**fields, **changes})
+
+    files = [member("worker0.json"), member("worker1.json")]
+    done, failed = fetch.fetch(tmp_path, files=files, clones={})
+    assert failed == [] and len(done) == 2 and downloads == ["x/d.tar.gz"]  # one download
+    for name, data in content.items():
+        assert (tmp_path / "a-job" / Path(name).name).read_bytes() == data
+    done, failed = fetch.fetch(tmp_path, files=files, clones={})
+    assert done == [f"a-job/{f.name}: already there" for f in files] and len(downloads) == 1
+    bad = [member("w.json", member="/etc/passwd"), member("x.json", member="d/../../x.json"),
+           member("link.json"), member("absent.json"),
+           member("worker0.json", folder="b-job", sha256="0" * 64),
+           member("worker1.json", folder="c-job", git_blob="1" * 40)]  # fmt: skip
+    done, failed = fetch.fetch(tmp_path, files=bad, clones={})
+    assert done == [] and [line.split(": ", 1)[1] for line in failed] == [
+        "archive member '/etc/passwd': not a relative path inside the archive",
+        "archive member 'd/../../x.json': not a relative path inside the archive",
+        "archive member 'd/link.json': not a regular file",
+        "archive member 'd/absent.json': not in the archive",
+        "SHA-256 differs from the manifest's",
+        f"git blob {fetch.git_blob_id(archive)}, the manifest says {'1' * 40}",
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-job"]  # nothing else written
+    with pytest.raises(ValueError, match="not a tar archive"):
+        fetch.extract_member(b"not an archive", "d/worker0.json")
 
 
 def _event(name: str, ts: float, dur: float, cat: str, **args: object) -> dict[str, object]:
