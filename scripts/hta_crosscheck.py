@@ -201,22 +201,33 @@ def trace_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.name.endswith((".json", ".json.gz")))
 
 
-def hta_rank(path: Path) -> int:
+def is_array(path: Path) -> bool:
+    """A trace that is a JSON array of events (torch.profiler before PyTorch 1.8.0)."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        return f.read(256).lstrip()[:1] == b"["
+
+
+def hta_rank(path: Path, *, wrap: bool = False) -> int:
     """The rank HTA gives the file: its first ``"rank": N``, else 0 (hta/common/trace_file.py,
-    create_rank_to_trace_dict)."""
+    create_rank_to_trace_dict); ``wrap``: an array's, the rank our reader gives it (what
+    :func:`hta_analysis` writes into its wrapped copy)."""
     from hta.common.trace_file import create_rank_to_trace_dict
+
+    if wrap and is_array(path):
+        return read_trace(path).rank
 
     logging.getLogger("hta").setLevel(logging.CRITICAL)  # its advice on files without a rank
     _, found = create_rank_to_trace_dict([str(path)])
     return int(next(iter(found)))
 
 
-def units(folder: Path) -> list[tuple[str, list[Path]]]:
+def units(folder: Path, *, wrap: bool = False) -> list[tuple[str, list[Path]]]:
     """(name, files) HTA reads as one job: the folder, or each file where two share a rank."""
     files = trace_files(folder)
     by_rank: dict[int, list[Path]] = defaultdict(list)
     for path in files:
-        by_rank[hta_rank(path)].append(path)
+        by_rank[hta_rank(path, wrap=wrap)].append(path)
     if all(len(paths) == 1 for paths in by_rank.values()):
         return [(folder.name, files)]
     return [(f"{folder.name}/{p.name}", [p]) for p in files]
@@ -233,9 +244,11 @@ class HtaError(Exception):
 
 
 @contextlib.contextmanager
-def hta_analysis(files: Sequence[Path]) -> Iterator[Any]:
+def hta_analysis(files: Sequence[Path], *, wrap: bool = False) -> Iterator[Any]:
     """HTA's TraceAnalysis of ``files`` (a folder of links to them), parsed in this process
-    (its constructor parses several ranks in forked workers; the result is the same)."""
+    (its constructor parses several ranks in forked workers; the result is the same);
+    ``wrap``: a JSON array of events given to HTA as ``{"distributedInfo": {"rank": N},
+    "traceEvents": [...]}``, the events unchanged (HTA 0.6.1 reads only that form)."""
     from hta.common.trace import Trace
     from hta.trace_analysis import TraceAnalysis
 
@@ -243,7 +256,10 @@ def hta_analysis(files: Sequence[Path]) -> Iterator[Any]:
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pandas' deprecations, 0/0 without collectives
         for path in files:
-            (Path(tmp) / path.name).symlink_to(path.resolve())
+            if wrap and is_array(path):
+                _write_wrapped(path, Path(tmp) / f"rank-{hta_rank(path, wrap=True)}.json")
+            else:
+                (Path(tmp) / path.name).symlink_to(path.resolve())
         ta = TraceAnalysis.__new__(TraceAnalysis)
         try:
             ta.t = Trace(trace_dir=tmp)
@@ -251,6 +267,14 @@ def hta_analysis(files: Sequence[Path]) -> Iterator[Any]:
         except Exception as e:  # whatever HTA raises: the cross-check's finding
             raise HtaError(e) from e
         yield ta
+
+
+def _write_wrapped(path: Path, to: Path) -> None:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        events = json.load(f)
+    document = {"distributedInfo": {"rank": hta_rank(path, wrap=True)}, "traceEvents": events}
+    to.write_text(json.dumps(document))
 
 
 def run_hta(ta: Any, *, several: bool) -> HtaRun:
@@ -529,12 +553,15 @@ def _correlation(e: Event) -> Any:
 # --- one unit --------------------------------------------------------------------------------
 
 
-def check_unit(name: str, files: Sequence[Path], *, straggler: bool = True) -> UnitCheck:
+def check_unit(
+    name: str, files: Sequence[Path], *, straggler: bool = True, wrap: bool = False
+) -> UnitCheck:
     """Ours and HTA's on the ``files`` HTA reads as one job; ``straggler``: with several
-    ranks, run ``clusterbench analyze`` on them for the straggler it names."""
+    ranks, run ``clusterbench analyze`` on them for the straggler it names; ``wrap``: see
+    :func:`hta_analysis`."""
     unit = UnitCheck(name=name, files=list(files))
     try:
-        with hta_analysis(files) as ta:
+        with hta_analysis(files, wrap=wrap) as ta:
             unit.hta = run_hta(ta, several=len(files) > 1)
     except HtaError as e:
         unit.error = str(e)
@@ -542,7 +569,7 @@ def check_unit(name: str, files: Sequence[Path], *, straggler: bool = True) -> U
     traces = {}
     for path in files:
         try:
-            traces[hta_rank(path)] = read_trace(path, default_rank=0)
+            traces[hta_rank(path, wrap=wrap)] = read_trace(path, default_rank=0)
         except TraceError as e:
             unit.error = f"clusterbench cannot read it: {e}"
             return unit
@@ -609,8 +636,9 @@ def analyze_straggler(files: Sequence[Path]) -> str:
     return ", ".join(f"rank {f.evidence['rank']} ({f.severity})" for f in found) or "none"
 
 
-def check_folder(folder: Path, *, straggler: bool = True) -> list[UnitCheck]:
-    return [check_unit(name, files, straggler=straggler) for name, files in units(folder)]
+def check_folder(folder: Path, *, straggler: bool = True, wrap: bool = False) -> list[UnitCheck]:
+    return [check_unit(name, files, straggler=straggler, wrap=wrap)
+            for name, files in units(folder, wrap=wrap)]  # fmt: skip
 
 
 # --- printing --------------------------------------------------------------------------------
@@ -754,6 +782,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, metavar="ROOT",
                         help="every job folder under ROOT (the public traces' layout), "
                         "then a summary of all")  # fmt: skip
+    parser.add_argument("--wrap-arrays", action="store_true",
+                        help="give HTA a trace that is a JSON array of events wrapped in the "
+                        "object form it reads, with the rank our reader gives it")  # fmt: skip
     args = parser.parse_args(argv)
     folders = list(args.trace_dirs)
     if args.corpus:
@@ -762,7 +793,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("give TRACE_DIR or --corpus ROOT")
     checked: list[UnitCheck] = []
     for folder in folders:
-        for unit in check_folder(folder):
+        for unit in check_folder(folder, wrap=args.wrap_arrays):
             print_unit(unit)
             checked.append(unit)
     if args.corpus or len(checked) > 1:
