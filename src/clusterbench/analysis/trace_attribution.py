@@ -75,10 +75,14 @@ def _step_event(n: int, start: float, end: float) -> dict[str, object]:
             "dur": end - start}  # fmt: skip
 
 
-def attribute(traces: list[RankTrace], *, top: int = 10) -> TraceAttribution:
+def attribute(
+    traces: list[RankTrace], *, top: int = 10, jobs: int | None = None
+) -> TraceAttribution:
     """Every rank's steps split into the four classes, after the ranks' collectives are
     matched (the k-th collective of step N is the same operation on every rank) and put on
-    one clock (:func:`~clusterbench.benchmarks.attribution.ranks.on_common_clock`)."""
+    one clock (:func:`~clusterbench.benchmarks.attribution.ranks.on_common_clock`).  Each
+    rank's steps are split in ``jobs`` processes where the traces hold many activities
+    (default: the usable cores, at most one per :data:`_ACTIVITIES_PER_WORKER`)."""
     traces = sorted(traces, key=lambda t: t.rank)
     # two passes, so that one rank's activities are held at a time: the collectives of every
     # rank first (what the ranks are matched and timed on), then each rank's steps
@@ -90,8 +94,21 @@ def attribute(traces: list[RankTrace], *, top: int = 10) -> TraceAttribution:
             collectives.update(kineto.step_collectives([_step_event(n, start, end)], acts=mine))
         per_rank.append(collectives)
     timing = _time_ranks(traces, per_rank)
-    out = [_attribute_rank(t, i, timing, top=top) for i, t in enumerate(traces)]
+    timings = [_rank_timing(timing, i) for i in range(len(traces))]
+    workers = _workers(traces, jobs)
+    if workers > 1:
+        out = _attribute_in_pool(traces, timings, workers=workers, top=top)
+    else:
+        out = [_attribute_rank(t, r, top=top) for t, r in zip(traces, timings, strict=True)]
     notes = _notes(traces, per_rank, timing)
+    rank_steps = sum(len(r.steps) for r in out)
+    if rank_steps > STEP_ROWS:
+        notes.append((
+            "attribution.trace.steps_kept",
+            f"{rank_steps:,} profiled rank-steps: each rank's mean over its steps is kept, with "
+            f"their statistics, not a row per step (past {STEP_ROWS:,})",
+            "",
+        ))  # fmt: skip
     return TraceAttribution(ranks=out, spreads_ms=timing.spreads, matched=len(timing.spreads),
                             notes=notes, clock=timing.fit)  # fmt: skip
 
@@ -111,7 +128,66 @@ def _collective_activities(t: RankTrace, start: float, end: float) -> list[kinet
     ]  # fmt: skip
 
 
-def _attribute_rank(t: RankTrace, i: int, timing: _Timing, *, top: int) -> RankAttribution:
+@dataclass(frozen=True, slots=True)
+class _RankTiming:
+    """What one rank's second pass needs of the ranks' timing."""
+
+    waits: dict[int, list[float]]
+    start_waits: dict[int, list[float]] | None
+    """None: the rank is not timed against the others."""
+    late: list[float]
+    last: int
+    offset_ms: float | None
+    saving_ms: float | None
+
+
+def _rank_timing(timing: _Timing, i: int) -> _RankTiming:
+    return _RankTiming(
+        waits=timing.waits[i],
+        start_waits=timing.start_waits.get(i) if i in timing.group else None,
+        late=timing.late.get(i, []),
+        last=timing.last[i],
+        offset_ms=timing.offsets.get(i),
+        saving_ms=timing.savings.get(i),
+    )
+
+
+_ACTIVITIES_PER_WORKER = 2_000_000
+"""Without ``jobs``, one process per this many activities at most: a process splits some
+200,000 a second, and starting the pool takes a third of a second."""
+
+
+def _workers(traces: list[RankTrace], jobs: int | None) -> int:
+    from clusterbench.analysis.trace_pool import default_jobs
+
+    if jobs is not None and jobs < 1:
+        raise ValueError(f"jobs must be 1 or more, not {jobs}")
+    workers = min(jobs or default_jobs(), len(traces))
+    if jobs is None:
+        activities = sum(len(t.starts) for t in traces)
+        workers = min(workers, activities // _ACTIVITIES_PER_WORKER)
+    return workers
+
+
+def _attribute_in_pool(
+    traces: list[RankTrace], mine: list[_RankTiming], *, workers: int, top: int
+) -> list[RankAttribution]:
+    """:func:`_attribute_rank` of every rank in ``workers`` processes; each result keeps the
+    parent's RankTrace, not the copy that came back."""
+    from clusterbench.analysis.trace_pool import process_pool
+
+    with process_pool(workers) as pool:
+        futures = [pool.submit(_attribute_rank, t, r, top=top)
+                   for t, r in zip(traces, mine, strict=True)]  # fmt: skip
+        out = []
+        for t, future in zip(traces, futures, strict=True):
+            done = future.result()
+            done.trace = t
+            out.append(done)
+    return out
+
+
+def _attribute_rank(t: RankTrace, timing: _RankTiming, *, top: int) -> RankAttribution:
     """One rank's steps split, its waits, idle and what-ifs, from its activities (read from
     its arrays here and dropped after)."""
     acts = {n: t.activities(start, end) for n, start, end in t.steps}
@@ -121,9 +197,9 @@ def _attribute_rank(t: RankTrace, i: int, timing: _Timing, *, top: int) -> RankA
     fusable: list[float] = []
     for n, start, end in t.steps:
         event = _step_event(n, start, end)
-        steps += kineto.step_breakdowns([event], acts=acts[n], waits_ms=timing.waits[i])
-        if i in timing.group:
-            (it,) = idle.iteration_idle([event], acts=acts[n], waits_ms=timing.start_waits[i])
+        steps += kineto.step_breakdowns([event], acts=acts[n], waits_ms=timing.waits)
+        if timing.start_waits is not None:
+            (it,) = idle.iteration_idle([event], acts=acts[n], waits_ms=timing.start_waits)
             wait_pct.append(it.wait_pct)
         busy = ((a.start_us, a.end_us) for a in acts[n])
         idle_split.append(whatif.idle_split(busy, step=(start, end), input_spans=t.input_spans))
@@ -131,12 +207,12 @@ def _attribute_rank(t: RankTrace, i: int, timing: _Timing, *, top: int) -> RankA
     return RankAttribution(
         trace=t,
         steps=steps,
-        lateness_ms=timing.late.get(i, []),
-        last_arrivals=timing.last[i],
+        lateness_ms=timing.late,
+        last_arrivals=timing.last,
         wait_pct=wait_pct,
         kernels=_top_kernels(t, acts, top=top),
-        clock_offset_ms=timing.offsets.get(i),
-        straggler_saving_ms=timing.savings.get(i),
+        clock_offset_ms=timing.offset_ms,
+        straggler_saving_ms=timing.saving_ms,
         input_wait_ms=[s.input_ms for s in idle_split],
         launch_gaps_ms=[s.gaps_ms for s in idle_split],
         fusable_ms=fusable,
@@ -370,7 +446,7 @@ def measurements(result: TraceAttribution) -> list[Measurement]:
         add(a.communication_overlapped, shares["communication_overlapped"], mean)
         step_ms = [s.step_ms for s in r.steps]
         add(a.step_time_ms, statistics.median(step_ms), mean, Stats.from_samples(step_ms))
-        for s, p in zip(r.steps, per_step, strict=True):
+        for s, p in zip(r.steps, per_step, strict=True) if per_step_rows(result) else ():
             step = {**base, "rank_step": str(s.step)}
             for name in (*kineto.CLASSES, "communication_overlapped"):
                 add(a.get(name), p[name], step)
@@ -394,6 +470,17 @@ def measurements(result: TraceAttribution) -> list[Measurement]:
                 {**base, "kernel": k.name, "class": k.kind, "calls": k.calls,
                  "share_pct": round(k.share_pct, 2)})  # fmt: skip
     return out
+
+
+STEP_ROWS = 10_000
+"""Each rank's every profiled step gets its own measurements (rank_step=N) up to this many
+rank-steps; past it (1,024 ranks of 100 steps) only the means, whose statistics carry the
+steps', so that the run folder of a large job stays one that a browser opens."""
+
+
+def per_step_rows(result: TraceAttribution) -> bool:
+    """Whether the run keeps a measurement per rank and step (:data:`STEP_ROWS`)."""
+    return sum(len(r.steps) for r in result.ranks) <= STEP_ROWS
 
 
 def _whatifs(r: RankAttribution) -> dict[str, list[float]]:

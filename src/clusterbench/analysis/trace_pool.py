@@ -28,7 +28,7 @@ from typing import Any
 
 from clusterbench.analysis.trace_file import RankTrace, TraceError, read_trace
 
-__all__ = ["Progress", "default_jobs", "read_traces"]
+__all__ = ["Progress", "default_jobs", "process_pool", "read_traces"]
 
 Progress = Callable[[int, int, Path], None]
 """Called as each file is read (in the order they finish): files done, files in all, the file."""
@@ -114,6 +114,12 @@ def _in_process(
 def _context() -> BaseContext:
     methods = multiprocessing.get_all_start_methods()
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def process_pool(workers: int) -> ProcessPoolExecutor:
+    """A pool of ``workers`` processes as the reading uses (fork server, no cyclic garbage
+    collection, a worker replaced after a number of tasks), for other per-rank work."""
+    return _pool(workers)
 
 
 def _pool(workers: int) -> ProcessPoolExecutor:

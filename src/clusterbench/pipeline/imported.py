@@ -267,7 +267,7 @@ def analyze_traces(
     if not checks.traces:
         raise ConfigError("no trace could be read: " + "; ".join(checks.unread))
     traces = checks.traces  # one per rank
-    result = trace_attribution.attribute(traces, top=top)
+    result = trace_attribution.attribute(traces, top=top, jobs=jobs)
     imported = Imported(
         measurements=trace_attribution.measurements(result),
         findings=checks.findings + trace_attribution.trace_findings(result),

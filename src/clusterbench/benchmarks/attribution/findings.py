@@ -394,6 +394,8 @@ def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Findi
     if found is None:
         return []
     rank, m, late = found.rank, found.step_time, found.lateness_ms
+    ranks_late = {x.rank: x for x in AttributionMetrics.collective_start_lateness_ms.select(results)
+                  if x.params.get("rank_step", "mean") == "mean"}  # fmt: skip
     # the rank's own trace: kept in the run folder, or the file clusterbench analyze read
     trace_name = str(m.params.get("trace") or f"traces/rank-{rank:05d}.pt.trace.json.gz")
     own = found.coordination_pct[rank]
@@ -406,7 +408,8 @@ def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Findi
         message = (
             f"Rank {rank} ({m.host} {m.device}) is the straggler: on the ranks' common clock it "
             f"enters its collectives{last} {late[rank]:.1f} ms after the earliest rank "
-            f"(median), and waits {own:.0f}% of the step{where} while the others wait "
+            f"(median{_at_most(ranks_late.get(rank))}), and waits {own:.0f}% of the step{where} "
+            "while the others wait "
             f"{statistics.fmean(others):.0f}%. Had it entered them with the others, the job "
             f"would save {_gain(found.saving_ms, found.step_ms)}.{note}"
         )
@@ -452,6 +455,13 @@ def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Findi
             ),
         )
     ]
+
+
+def _at_most(m: Measurement | None) -> str:
+    """'; at most 40.2 ms' where the lateness's spread says more than its median."""
+    if m is None or m.stats is None or m.stats.max <= 2 * max(m.value, 0.1):
+        return ""
+    return f"; at most {m.stats.max:.1f} ms"
 
 
 def _judged(results: Results, host: str) -> tuple[Severity, str]:

@@ -38,7 +38,7 @@ def _alike(same: Sequence[Collective]) -> bool:
     """Whether the ranks' k-th collectives are one operation: the same kernel (NCCL picks the
     same algorithm and protocol on every rank).  Not so in a sampled trace, or where ranks
     run collectives of different process groups in different orders: then not matched."""
-    return len({c.name for c in same}) == 1
+    return len({c.name for c in same}) == 1 and not any(c.doubtful for c in same)
 
 
 def matched_collectives(per_rank: PerRank) -> Iterator[tuple[int, int, list[Collective]]]:
@@ -142,6 +142,12 @@ class ClockFit:
         return self.residual_ms <= self.tolerance_ms
 
 
+_DOUBTFUL = 10.0
+"""A matched collective whose aligned ends disagree by this many times the alignment's
+tolerance is no one operation: gloo's members on shared cores end up to some 3 ms apart, a
+collective matched with another by hundreds."""
+
+
 def on_common_clock(
     per_rank: PerRank, *, min_tolerance_ms: float = 0.5
 ) -> tuple[list[dict[int, list[Collective]]], ClockFit | None]:
@@ -159,7 +165,8 @@ def on_common_clock(
     unchanged, offsets from each rank's own step start, with the fit that failed.  No fit
     where a rank's collectives have no start on its own clock (``at_ms``) or none is matched."""
     plain = [{n: list(cs) for n, cs in r.items()} for r in per_rank]
-    matched = [same for _, _, same in matched_collectives(per_rank)]
+    matched_keys = list(matched_collectives(per_rank))
+    matched = [same for _, _, same in matched_keys]
     if len(per_rank) < 2 or not matched:
         return plain, None
     if any(c.at_ms is None for same in matched for c in same):
@@ -179,10 +186,15 @@ def on_common_clock(
                    tolerance_ms=max(min_tolerance_ms, transfer / 2, starts / 4))  # fmt: skip
     if not fit.holds:
         return plain, fit
+    # a matched collective whose ends still disagree by ten times the tolerance is no one
+    # operation (a sampled trace, interleaved process groups): left unmatched from here on
+    doubtful = {(n, k) for (n, k, _), x in zip(matched_keys, residuals, strict=True)
+                if x > _DOUBTFUL * fit.tolerance_ms}  # fmt: skip
     aligned = [
-        {n: [dataclasses.replace(c, at_ms=(c.at_ms or 0.0) - o) for c in cs] for n, cs in r.items()}
+        {n: [dataclasses.replace(c, at_ms=(c.at_ms or 0.0) - o, doubtful=(n, k) in doubtful)
+             for k, c in enumerate(cs)] for n, cs in r.items()}
         for r, o in zip(per_rank, offsets, strict=True)
-    ]
+    ]  # fmt: skip
     out: list[dict[int, list[Collective]]] = [{} for _ in per_rank]
     for n in set().union(*(set(r) for r in aligned)):
         firsts = [c.at_ms or 0.0 for r in aligned for c in r.get(n, ())]

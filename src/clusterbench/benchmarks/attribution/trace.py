@@ -108,6 +108,9 @@ class Collective:
     at_ms: float | None = None
     """Start on the rank's own clock (the trace's timestamps), where known: the ranks' clocks
     are aligned on these (:func:`.attribution_ranks.on_common_clock`)."""
+    doubtful: bool = False
+    """Its ends disagree across the ranks once their clocks are aligned: not one operation on
+    every rank, so not matched (:func:`.attribution_ranks.on_common_clock`)."""
 
 
 @dataclass(frozen=True, slots=True)
