@@ -729,9 +729,9 @@ def _print_stragglers(unit: UnitCheck) -> None:
     print("|---|---|---|---|---|---|---|")
     for c in unit.ranks:
         w = c.waited or c.ours
-        late = ", ".join(f"{v:.1f}" for v in unit.hta.late_starts.get(c.rank, [])) or "–"
+        late = ", ".join(f"{v:.2f}" for v in unit.hta.late_starts.get(c.rank, [])) or "–"
         print(_row(c.rank, _f(w.coordination), _f(w.communication), _f(c.lateness_ms, 3),
-                   c.last_arrivals, _f(c.saving_ms, 1), late))  # fmt: skip
+                   c.last_arrivals, _f(c.saving_ms), late))  # fmt: skip
     print(f"\nclusterbench analyze's straggler: {unit.our_straggler or 'not run'}. "
           f"HTA's potential straggler: {unit.hta.stragglers}.")  # fmt: skip
 

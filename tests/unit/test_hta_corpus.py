@@ -48,6 +48,11 @@ EXPLAINED: dict[tuple[str, int, str], tuple[str, ...]] = {
     ("kineto-resnet50_two_cycles/worker0.1623143566756.pt.trace.json.gz", 0, "compute + memory"): (
         "span",
     ),
+    **{
+        ("param-dlrm_8rank", rank, cls): ("span",)
+        for rank in (0, 1, 2, 4, 5, 6, 7)
+        for cls in ("coordination", "communication")
+    },
     ("param-resnet", 0, "compute + memory"): ("copies",),
     ("param-resnet", 0, "communication"): ("copies",),
     ("tracelens-h100_qwen", 0, "coordination"): ("rounding",),
@@ -91,7 +96,7 @@ jobs).  With pandas 3, also tracelens-mi300_resnet_act_checkpoint (:func:`hta_ca
 WRAPPED = frozenset(f for f, error in HTA_CANNOT.items() if error.startswith("AttributeError"))
 """The jobs checked again with each array given to HTA in the object form it reads
 (scripts/hta_crosscheck.py --wrap-arrays): its straggler analysis finds no step there."""
-STRAGGLERS = {"hta-trace_filter": ("rank 1", "none")}
+STRAGGLERS = {"hta-trace_filter": ("rank 1", "none"), "param-dlrm_8rank": ("rank 7", "none")}
 """Per multi-rank job HTA reads: (HTA's potential straggler, clusterbench analyze's)."""
 UNIT_JOBS = frozenset(
     {"hta-amd_mi250", "hta-cpu_only", "hta-old_format_inference", "hta-trace_filter",
