@@ -12,6 +12,8 @@
 #     (steps: tests quick cap doctor soak; default all of them)
 #   SUITES='quick standard budget' BUDGET=2m scripts/gpu_validate.sh suites   # the suites'
 #     wall times against their targets, with their plans, and the standard suite under --budget
+#   ANALYZE='whatif scale' SCALE='--ranks 1024 --mb 10 --gzip' scripts/gpu_validate.sh analyze
+#     # clusterbench analyze: the input-wait what-if on the GPU, many ranks' traces over the cores
 #   scripts/gpu_validate.sh checkpoint   # bounded checkpoint (standard suite) against the real
 #     full-size save of the 1.3b state, side by side (CKPT='bounded full': the steps; default both;
 #     FULL_REPEATS=2: timed rounds of the whole state per format, default 1, each ~140 s on one
@@ -198,6 +200,28 @@ if [ "$SUITE" = checkpoint ]; then
     "$OUT"/run-ckpt-*.log | cut -c1-600
   tar czf "$FINAL_OUT/logs.tgz" -C "$OUT" .
   cp "$OUT"/results-*.json "$OUT"/summary-*.md "$OUT"/checkpoint-compare.* "$FINAL_OUT"/ 2>/dev/null
+  exit 0
+fi
+
+if [ "$SUITE" = analyze ]; then
+  # clusterbench analyze on this machine (issue 40): the input-wait what-if held to a
+  # measurement on the GPU (one rank a GPU: the straggler's needs two GPUs), then the reading,
+  # attribution and writing of many ranks' traces over this machine's cores.
+  # Steps: ANALYZE='whatif scale' (default both); SCALE: trace_scale_ranks.py's arguments.
+  awant() { [[ " ${ANALYZE:-whatif scale} " == *" $1 "* ]]; }
+  if awant whatif; then
+    for d in ${WHATIF_MS:-50 200}; do
+      timeout 300 python3 scripts/whatif_check.py --case input --device cuda --delay-ms "$d" \
+        --active 12 2>"$OUT/whatif-$d.log" | tee -a "$OUT/whatif.jsonl"
+    done
+  fi
+  if awant scale; then
+    # shellcheck disable=SC2086  # SCALE is a list of arguments
+    timeout 540 python3 scripts/trace_scale_ranks.py ${SCALE:---ranks 1024 --mb 10 --gzip} \
+      --jobs "$(nproc)" 2>&1 | tee "$OUT/scale.txt" | tail -20
+  fi
+  tar czf "$FINAL_OUT/logs.tgz" -C "$OUT" .
+  cp "$OUT"/whatif.jsonl "$OUT"/scale.txt "$FINAL_OUT"/ 2>/dev/null
   exit 0
 fi
 

@@ -117,9 +117,11 @@ def _context() -> BaseContext:
 
 
 def process_pool(workers: int) -> ProcessPoolExecutor:
-    """A pool of ``workers`` processes as the reading uses (fork server, no cyclic garbage
-    collection, a worker replaced after a number of tasks), for other per-rank work."""
-    return _pool(workers)
+    """A pool of ``workers`` processes started as the reading's are (fork server, no cyclic
+    garbage collection), for other per-rank work.  Its workers are not replaced after a number
+    of tasks: a pool whose workers left after ``max_tasks_per_child`` was seen to wait forever
+    for results no worker was left to give (Python 3.11, 256 tasks, 2 workers)."""
+    return ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=gc.disable)
 
 
 def _pool(workers: int) -> ProcessPoolExecutor:
