@@ -64,7 +64,7 @@ def test_the_streamed_reduction_equals_the_benchmark_s_own_reading(folder: str) 
 
 def test_a_planted_straggler_is_found_in_real_cpu_traces(tmp_path: Path) -> None:
     code, out, err = _analyze(SLOW, "-o", tmp_path / "run")
-    assert code == 0, out
+    assert code == 0, out + err
     results = load_results(tmp_path / "run")
     assert results.run.suite == "analyze" and results.run.world_size == 2
     assert results.run.backend == "gloo" and [h.hostname for h in results.hosts] == ["vm"]

@@ -230,14 +230,19 @@ as the attribution benchmark splits clusterbench's own workloads.
 
 TRACES are files or folders (searched for *.json and *.json.gz), one file per rank, as
 torch.profiler's tensorboard_trace_handler or export_chrome_trace writes them, in every
-format since PyTorch 1.8.  The rank comes from the trace's distributedInfo, else from the
-file's name (rank-3, rank_3); the host from the trace's host_name, else from
-tensorboard_trace_handler's default file name (HOST_PID.TIME.pt.trace.json, where PID is the
-traced process's), else it is unknown.  The ranks' collectives are matched (the k-th
-collective of step N is the same on every rank): the time one waited for the last rank counts
-as coordination, and the rank that arrives last is named, with its host.  The top kernels by
-time come with their class.  A trace without ProfilerStep#N spans is read as one window, and
-the summary says so.
+format since PyTorch 1.8 (a bare JSON array of events too).  The rank comes from the trace's
+distributedInfo, else from the file's name (rank-3, rank_3; worker3 as a last resort); the
+host from the trace's host_name, else from tensorboard_trace_handler's default file name
+(HOST_PID.TIME.pt.trace.json, where PID is the traced process's), else it is unknown.  Each
+kernel is classed by the table of kernel families; one it does not know is unclassified, its
+share shown apart.  The ranks' collectives are matched (the k-th collective of step N is the
+same on every rank) and the ranks' clocks aligned on their ends: the time one waited for the
+last rank counts as coordination, and the straggler is the rank whose lateness costs the job
+the most on that common clock, named with its host.  What each fix would save per step is
+read from the traces' own timelines (the straggler on time, no input wait, the launch gaps
+closed, the exposed communication hidden, the elementwise kernels fused), and every warn or
+fail finding states its gain.  The top kernels by time come with their class.  A trace
+without ProfilerStep#N spans is read as one window, and the summary says so.
 
 What the files say about themselves is one warning line each and a finding, and the other
 ranks are analysed: a file that is not a trace or cannot be read (corrupt, truncated), a
@@ -247,7 +252,8 @@ ranks with them, and hosts that are unknown.
 
 It writes a run folder (results.json, summary.md, report.html) and records it in the history,
 so 'clusterbench compare BEFORE AFTER' shows what a change to the job did.  The traces are
-streamed: a gigabyte per rank is read in bounded memory.
+streamed, a gigabyte per rank in bounded memory, the files read in parallel (--jobs, the
+usable cores by default; --ray ADDRESS to spread them over a Ray cluster that sees them).
 
 \b
   clusterbench analyze ./traces -o runs/job-before
@@ -291,8 +297,9 @@ def analyze(
             "-j",
             metavar="N",
             min=1,
-            help="Read N files at once, each in a process of its own (default: the cores this "
-            "process may use, at most one per 16 MiB of trace; 1: one after another, in this "
+            help="Read N files at once, each in a process of its own, and split the ranks' "
+            "steps in N processes (default: the cores this process may use, at most one per "
+            "16 MiB of trace and per 2 million activities; 1: one after another, in this "
             "process).",
         ),
     ] = None,
