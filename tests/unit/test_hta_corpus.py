@@ -7,7 +7,7 @@ definitions adopted, ours equals HTA's within ``RESIDUAL``.  The jobs HTA cannot
 with the error the page states; on the two-rank job, both name the straggler the page says.
 
 The traces are fetched, not stored (tests/data/traces-public/README.md): a job whose files
-are absent is skipped with its name.  This tier checks the jobs in ``UNIT_JOBS`` (about 1 s
+are absent is skipped with its name.  This tier checks the jobs in ``UNIT_JOBS`` (about 2 s
 together); tests/integration/test_hta_corpus_all.py every one.
 """
 
