@@ -460,8 +460,6 @@ def measurements(result: TraceAttribution) -> list[Measurement]:
             spread = {**mean, "num_collectives": result.matched}
             add(a.collective_start_spread_ms, statistics.median(result.spreads_ms), spread,
                 Stats.from_samples(result.spreads_ms))  # fmt: skip
-        if r.clock_offset_ms is not None:
-            add(a.clock_offset_ms, r.clock_offset_ms, mean)
         for what, values in _whatifs(r).items():
             add(a.whatif_saving_ms, statistics.fmean(values), {**mean, "whatif": what},
                 Stats.from_samples(values))  # fmt: skip

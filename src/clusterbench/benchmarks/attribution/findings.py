@@ -173,9 +173,16 @@ def _floor_ms(step_ms: float, min_pct: float) -> float:
     return max(_MIN_SPREAD_MS, step_ms * min_pct / 100)
 
 
-def _gain(saved_ms: float, step_ms: float) -> str:
+def _gain(saved_ms: float, step_ms: float, *, per: str = "step") -> str:
     pct = 100 * saved_ms / step_ms if step_ms > 0 else 0.0
-    return f"{saved_ms:.1f} ms per step ({pct:.0f}% of the {step_ms:.1f} ms step)"
+    return f"{saved_ms:.1f} ms per {per} ({pct:.0f}% of the {step_ms:.1f} ms {per})"
+
+
+def _per(results: Results) -> str:
+    """What a saving is counted over: a step, or the one window of traces without
+    ProfilerStep#N spans (``clusterbench analyze``)."""
+    windowed = [m.params.get("windowed") for m in AttributionMetrics.step_time_ms.select(results)]
+    return "profiled window" if windowed and all(windowed) else "step"
 
 
 def _mean(ranks: dict[int, dict[Metric, Measurement]], metric: Metric) -> float:
@@ -203,7 +210,7 @@ def verdict_findings(
     gains = _gains(results, bound, stragglers=stragglers)
     gain_text = (
         " What the trace says each fix would save: "
-        + "; ".join(f"{what}: {_gain(ms, step)}" for what, ms, step in gains)
+        + "; ".join(f"{what}: {_gain(ms, step, per=_per(results))}" for what, ms, step in gains)
         + "."
         if gains
         else ""
@@ -411,7 +418,7 @@ def straggler_findings(results: Results, *, min_spread_pct: float) -> list[Findi
             f"(median{_at_most(ranks_late.get(rank))}), and waits {own:.0f}% of the step{where} "
             "while the others wait "
             f"{statistics.fmean(others):.0f}%. Had it entered them with the others, the job "
-            f"would save {_gain(found.saving_ms, found.step_ms)}.{note}"
+            f"would save {_gain(found.saving_ms, found.step_ms, per=_per(results))}.{note}"
         )
     else:
         message = (
@@ -505,8 +512,9 @@ def busy_time_outliers(
             continue
         m = ranks[r][AttributionMetrics.step_time_ms]
         severity, note = _judged(results, m.host)
+        per = _per(results)
         cost = (
-            f"had it been on time, the job would save {_gain(savings[r], step_ms)}"
+            f"had it been on time, the job would save {_gain(savings[r], step_ms, per=per)}"
             if r in savings
             else "in synchronous training the others wait for it"
         )

@@ -77,15 +77,10 @@ class AttributionMetrics(MetricSet, benchmark="attribution"):
         only_when="clusterbench analyze reads a team's own traces",
     )  # fmt: skip
     whatif_saving_ms = Metric(
-        "ms", "none", "per step, what a fix would save, read from the trace's own timeline "
+        "ms", "lower", "per step, what a fix would save, read from the trace's own timeline "
         "(params whatif: straggler, input_wait, launch_gaps, exposed_communication, "
         "fused_elementwise)",
         only_when="clusterbench analyze reads a team's own traces",
-    )  # fmt: skip
-    clock_offset_ms = Metric(
-        "ms", "none", "what was taken from the rank's clock to align it with the others' "
-        "(on the ends of the collectives they share)",
-        only_when="clusterbench analyze reads the traces of two or more ranks",
     )  # fmt: skip
     # the accumulation sweep, per accum_steps: per iteration (rank_step=N) and their mean
     idle_ms = Metric(
