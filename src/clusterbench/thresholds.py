@@ -21,50 +21,54 @@ class Thresholds:
     """Limits the verdicts apply; each one can be changed in a ``[thresholds]`` table."""
 
     gemm_min_efficiency: float = 0.65
-    """Best GEMM below this fraction of the dense peak -> warn (seed guide: >65%)."""
+    """Best GEMM below this fraction of the dense peak -> warn (cluster-benchmarking guide:
+    >65%)."""
     mixed_precision_min_speedup: float = 2.0
-    """BF16/FP16 GEMM below this multiple of FP32 -> warn (seed guide: 2-3x)."""
+    """BF16/FP16 GEMM below this multiple of FP32 -> warn (cluster-benchmarking guide: 2-3x)."""
     hbm_min_efficiency: float = 0.80
     """Device memory copy below this fraction of the spec bandwidth -> warn."""
     weight_update_min_vs_hbm: float = 0.5
     """The best optimizer step of a layout below this fraction of the copy bandwidth the memory
     benchmark measured on the same device -> warn.  A fused AdamW step is one pass over its
     seven tensor streams: 268M fp32 parameters in 2.2 ms on an H200, 3.4 TB/s of 28 B/param,
-    about 80% of the 4.27 TB/s copy (docs/reference.md); the seed paper saw FP16 updates at 65%
-    of theoretical HBM on H100.  Foreach AdamW writes and re-reads temporaries, about three
-    times the necessary bytes, so below half the step is not on a fused path."""
+    about 80% of the 4.27 TB/s copy (docs/reference.md); the bottleneck-analysis paper saw FP16
+    updates at 65% of theoretical HBM on H100.  Foreach AdamW writes and re-reads temporaries,
+    about three times the necessary bytes, so below half the step is not on a fused path."""
     host_device_min_efficiency: float = 0.80
     """Pinned host<->device below this fraction of the PCIe link rate -> warn."""
     p2p_min_efficiency: float = 0.80
-    """GPU<->GPU copy below this fraction of the NVLink spec -> warn (seed: links >= 80%)."""
+    """GPU<->GPU copy below this fraction of the NVLink spec -> warn (cluster-benchmarking guide:
+    links >= 80%)."""
     remote_numa_max_loss: float = 0.20
     """Host<->device from another NUMA node more than this fraction slower -> info."""
     busbw_min_efficiency: float = 0.80
     """Collective busbw at the largest size below this fraction of the link's peak (within a
     node what healthy NVLink of the SKU reaches, else its spec; the node's NICs across nodes)
-    -> warn (seed: links >= 80%)."""
+    -> warn (cluster-benchmarking guide: links >= 80%)."""
     network_min_efficiency: float = 0.80
-    """Node-to-node TCP/RDMA below this fraction of the slower link rate -> warn (seed: "less
-    than 80% of theoretical, start debugging")."""
+    """Node-to-node TCP/RDMA below this fraction of the slower link rate -> warn
+    (cluster-benchmarking guide: "less than 80% of theoretical, start debugging")."""
     min_internode_gbps_large_model: float = 400.0
-    """Per-node inter-node Gb/s needed for models above 7B parameters (seed: 400, prefer 800)."""
+    """Per-node inter-node Gb/s needed for models above 7B parameters (cluster-benchmarking guide:
+    400, prefer 800)."""
     model_params_b: float | None = None
     """Model size in billions of parameters; enables the large-model network check."""
     scaling_min_efficiency_warn: float = 0.90
-    """Training scaling efficiency below this -> warn (seed: >= 90%)."""
+    """Training scaling efficiency below this -> warn (cluster-benchmarking guide: >= 90%)."""
     scaling_min_efficiency_fail: float = 0.80
-    """...and below this -> fail (seed: below 80% there is a bottleneck)."""
+    """...and below this -> fail (cluster-benchmarking guide: below 80% there is a bottleneck)."""
     prediction_target_efficiency: float = 0.90
     """The weak-scaling efficiency the run's prediction at larger GPU counts aims for: the
     inter-node bandwidth per node it needs is stated, and a predicted efficiency below it at
-    the largest count (1024 GPUs) -> warn (seed: >= 90%); at most 1."""
+    the largest count (1024 GPUs) -> warn (cluster-benchmarking guide: >= 90%); at most 1."""
     mfu_min: float = 0.40
-    """MFU below this for models of 1.3B parameters and more -> warn.  The seed names 50-60% on
-    H100; public large runs reach 41-48% (Megatron-LM) and 33-39% (torchtitan 8B FSDP),
-    docs/reference.md."""
+    """MFU below this for models of 1.3B parameters and more -> warn.  The cluster-benchmarking
+    guide expects 50-60% on H100; public large runs reach 41-48% (Megatron-LM) and 33-39%
+    (torchtitan 8B FSDP), docs/reference.md."""
     gpu_busy_min: float = 0.90
     """GPU busy below this fraction while training with the real data loader -> input-bound
-    (seed: utilisation under 90% means the input pipeline or coordination holds it back)."""
+    (cluster-benchmarking guide: utilisation under 90% means the input pipeline or coordination
+    holds it back)."""
     checkpoint_min_save_gbps: float = 0.5
     """Checkpoint save below this many GB/s (checkpoints of 1 GB and more) -> info.  torch.save
     of the 125m model's 1.81 GiB state reached 0.639 GB/s on the H200 machine's local disk,

@@ -52,7 +52,7 @@ def test_the_share_of_hbm_is_found_against_the_memory_copy(results: Results) -> 
     for f in reach:
         assert f.severity == "info" and f.evidence["num_devices"] == 2
         assert min(copies) <= f.evidence["hbm_copy_gbps"] <= max(copies)
-        assert "% of HBM (the seed paper saw" in f.message
+        assert "% of HBM (the bottleneck-analysis paper saw" in f.message
         assert "the memory benchmark's copy reached" in f.message
         for summary in f.evidence["optimizers"].values():
             assert summary["hbm_fraction"] > 0 and summary["spec_fraction"] is None  # no spec

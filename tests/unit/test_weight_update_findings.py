@@ -93,7 +93,9 @@ def test_the_share_of_hbm_is_against_each_devices_own_copy() -> None:
     found = analysis.findings(results(ms), Thresholds())
     (reach,) = of(found, "weight_update.hbm_fraction")
     assert reach.severity == "info"
-    assert reach.message.startswith("The weight update reaches 80% of HBM (the seed paper saw")
+    assert reach.message.startswith(
+        "The weight update reaches 80% of HBM (the bottleneck-analysis paper saw"
+    )
     assert "65% of theoretical HBM on H100" in reach.message
     assert "adamw_fused at 2,800 GB/s (median of 2 devices, 48 B/param)" in reach.message
     assert "58% of the 4,800 GB/s HBM spec" in reach.message  # median 2800 / 4800

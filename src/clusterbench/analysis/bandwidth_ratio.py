@@ -1,10 +1,10 @@
 """The intra- to inter-node bandwidth ratio: how much slower a GPU's path off its node is.
 
-The seed guide: inter-node bandwidth is typically 10-20x slower than intra-node, which is why
-the network, not NVLink, decides how large models scale.  Stated as info when both sides were
-measured: intra-node from the collectives within one node (the world on a one-node run, else
-the per-node groups), inter-node from the per-rail collectives or, without them, node-to-node
-TCP throughput (converted to GB/s).
+The cluster-benchmarking guide (docs/sources.md): inter-node bandwidth is typically 10-20x
+slower than intra-node, which is why the network, not NVLink, decides how large models scale.
+Stated as info when both sides were measured: intra-node from the collectives within one
+node (the world on a one-node run, else the per-node groups), inter-node from the per-rail
+collectives or, without them, node-to-node TCP throughput (converted to GB/s).
 """
 
 from __future__ import annotations
@@ -70,9 +70,9 @@ def bandwidth_ratio_findings(results: Results) -> list[Finding]:
             scope="run",
             message=(
                 f"Intra-node all_reduce busbw {intra:.3g} GB/s is {ratio:.3g}x the inter-node "
-                f"{inter[0]:.3g} GB/s ({inter[1]}); the seed guide sees 10-20x on typical "
-                "clusters: the larger the ratio, the more scaling across nodes depends on the "
-                "network."
+                f"{inter[0]:.3g} GB/s ({inter[1]}); the cluster-benchmarking guide sees 10-20x on "
+                "typical clusters: the larger the ratio, the more scaling across nodes depends "
+                "on the network."
             ),
             evidence={
                 "intra_node_gbps": intra,

@@ -120,8 +120,9 @@ class BreakEven:
 
 def _rule_of_thumb() -> str:
     return (
-        f"rule of thumb (the seed guide): above ~{RULE_OF_THUMB_UTILISATION:.0%} utilisation for "
-        f"{RULE_OF_THUMB_YEARS:.0f}+ years favours on-prem; the computed break-even decides"
+        f"rule of thumb (the cluster-benchmarking guide): above "
+        f"~{RULE_OF_THUMB_UTILISATION:.0%} utilisation for {RULE_OF_THUMB_YEARS:.0f}+ years "
+        "favours on-prem; the computed break-even decides"
     )
 
 

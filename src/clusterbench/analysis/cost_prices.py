@@ -55,9 +55,9 @@ HOURS_PER_MONTH = HOURS_PER_YEAR / 12
 """730 h: a month as a twelfth of the year."""
 RULE_OF_THUMB_UTILISATION = 0.70
 RULE_OF_THUMB_YEARS = 2.0
-"""The seed guide's rule (section "How to Choose Between AWS and On-Premise GPU Clusters"):
-on-prem wins with "constant, high utilization (>70%) for 2+ years".  Stated beside the
-computed break-even, which decides."""
+"""The cluster-benchmarking guide's rule (docs/sources.md; its section "How to Choose Between
+AWS and On-Premise GPU Clusters"): on-prem wins with "constant, high utilization (>70%) for 2+
+years".  Stated beside the computed break-even, which decides."""
 
 _SUFFIXES = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "B": 1e9, "T": 1e12}
 _AMOUNT = re.compile(r"\$?\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([kKMGBT]?)")

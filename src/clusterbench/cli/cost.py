@@ -44,9 +44,9 @@ Prices, all positive (k, M, B, T suffixes and $ allowed: 250k, $2.50, 1T):
            years, power_kw_per_node, power_price, pue, ops_per_year)
 
 With a cloud and an on-prem offer, the break-even utilisation and months between them are
-computed, with the seed guide's rule of thumb (above ~70% for 2+ years favours on-prem)
-beside them: the computed figure decides.  The formulas are in docs/reference.md ("Cost per
-unit of work").
+computed, with the cluster-benchmarking guide's rule of thumb (above ~70% for 2+ years
+favours on-prem; docs/sources.md) beside them: the computed figure decides.  The formulas
+are in docs/reference.md ("Cost per unit of work").
 
 With prices, the table is written to cost.json in the run folder and summary.md and
 report.html are rebuilt with a 'cost' section ('clusterbench report' and 'clusterbench

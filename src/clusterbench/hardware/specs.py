@@ -75,7 +75,9 @@ _NVLINK4_BUSBW = {
     "broadcast": 367.0,
     "send_recv": 366.0,
 }
-_NVLINK4_BUSBW_SOURCE = "nccl-tests-style busbw at 8 GiB, 2x H200 NV18, NVLS off"
+_NVLINK4_BUSBW_SOURCE = (
+    "clusterbench measurements: nccl-tests-style busbw at 8 GiB, 2x H200 NV18, NVLS off"
+)
 H100_SXM = GpuSpec(
     sku="H100 SXM",
     dense_tflops=_tflops(fp32=67.0, tf32=494.5, bf16=989.0, fp8=1979.0),

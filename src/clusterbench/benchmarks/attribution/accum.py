@@ -1,10 +1,11 @@
 """The attribution benchmark's accumulation sweep: coordination idle per iteration (idle +
 collective wait, % of the iteration, read from every rank's trace) by accumulation steps,
-and whether it rises past four steps, as the seed paper found.
+and whether it rises past four steps, as the bottleneck-analysis paper found.
 
-The paper ("Performance Benchmarking and Bottleneck Analysis for Large-scale GPU-based AI
-Training Clusters", abstract): synchronisation "introduces up to 11.7% idle time per iteration
-when gradient accumulation steps exceed four, independent of network or compute capacity".
+The bottleneck-analysis paper (docs/sources.md; "Performance Benchmarking and Bottleneck
+Analysis for Large-scale GPU-based AI Training Clusters", abstract): synchronisation
+"introduces up to 11.7% idle time per iteration when gradient accumulation steps exceed four,
+independent of network or compute capacity".
 
 The rule (:func:`accum_statement`): the samples are one per rank and profiled iteration, idle
 + wait in % of that iteration.  The baseline is the samples at 1-4 steps together; for each
@@ -48,7 +49,8 @@ __all__ = [
 
 _A = AttributionMetrics
 PAPER_IDLE_PCT = 11.7
-"""The seed paper's idle per iteration past four accumulation steps (its upper figure), %."""
+"""The bottleneck-analysis paper's idle per iteration past four accumulation steps (its upper
+figure), %."""
 PAPER_STEPS = 4
 """Past this many accumulation steps the paper saw the idle."""
 PAPER_STEPS_WORD = "four"
@@ -220,7 +222,8 @@ def accum_idle_findings(results: Results) -> list[Finding]:
         message = (
             f"Coordination idle per iteration (idle + collective wait): {shown} accumulation "
             f"steps; the sweep has no count on both sides of {four} with two samples or more, "
-            f"so the paper's rise past {four} steps (up to {PAPER_IDLE_PCT}%) is not tested here."
+            f"so the bottleneck-analysis paper's rise past {four} steps (up to "
+            f"{PAPER_IDLE_PCT}%) is not tested here."
         )
         fix = f"Sweep both sides of {four}: --set attribution.accum_sweep=1,2,4,8."
         return [Finding(id="attribution.accum_idle", severity="info", scope="run",
@@ -297,7 +300,7 @@ def _message(s: AccumStatement) -> str:
     )
     head = "Coordination idle per iteration (idle + collective wait)"
     base = f"{s.baseline_pct:.1f}% at {_steps_label(s.baseline_steps)} accumulation steps"
-    paper = f"the paper saw up to {PAPER_IDLE_PCT}%"
+    paper = f"the bottleneck-analysis paper saw up to {PAPER_IDLE_PCT}%"
     if s.rises:
         return (
             f"{head} rises past {PAPER_STEPS_WORD} accumulation steps here: {base}, {at} ({paper})."

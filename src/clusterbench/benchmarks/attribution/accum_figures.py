@@ -1,6 +1,6 @@
 """The accumulation sweep's figure: idle and collective wait per iteration (% of the iteration)
 against accumulation steps; each rank a faint line, the median rank bold with error bars over
-every rank's every iteration, and the seed paper's 11.7% as a dashed line."""
+every rank's every iteration, and the bottleneck-analysis paper's 11.7% as a dashed line."""
 
 from __future__ import annotations
 
@@ -104,7 +104,8 @@ def _paper_line() -> dict[str, list[dict[str, object]]]:
             {
                 "xref": "paper", "x": 1, "yref": "y", "y": PAPER_IDLE_PCT, "xanchor": "right",
                 "yanchor": "bottom", "showarrow": False, "font": {"color": REFERENCE_COLOR},
-                "text": f"the paper: up to {PAPER_IDLE_PCT}% idle past {PAPER_STEPS_WORD} steps",
+                "text": f"the bottleneck-analysis paper: up to {PAPER_IDLE_PCT}% idle past "
+                f"{PAPER_STEPS_WORD} steps",
             }
         ],
     }  # fmt: skip

@@ -13,7 +13,8 @@ With ``accum_sweep``, the same workload is then profiled at each accumulation co
 no_sync on all micro-steps but the last, as ``training`` does), one trace per k and rank, and
 each iteration (one optimizer step of k micro-steps) is read for the device's idle time and the
 time its collectives waited for the slowest rank (:mod:`.idle`): whether
-coordination idle rises with accumulation, as the seed paper found past four steps.
+coordination idle rises with accumulation, as the bottleneck-analysis paper found past four
+steps.
 """
 
 from __future__ import annotations

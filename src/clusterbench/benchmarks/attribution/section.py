@@ -157,7 +157,8 @@ _ACCUM_TITLE = (
     "k micro-steps), median over ranks; idle: no device activity, wait: inside collectives "
     "until the latest rank starts them; idle+wait: median of every rank's every iteration (n "
     "of them); vs 1–4: its rise over 1–4 steps in points, ± the half-width of its 95% "
-    f"bootstrap interval (the paper: up to {PAPER_IDLE_PCT}% past {PAPER_STEPS_WORD} steps)"
+    "bootstrap interval (the bottleneck-analysis paper: up to "
+    f"{PAPER_IDLE_PCT}% past {PAPER_STEPS_WORD} steps)"
 )
 
 

@@ -109,9 +109,9 @@ def mixed_precision_findings(results: Results, *, min_speedup: float) -> list[Fi
         if dtype not in MIXED_PRECISION_DTYPES or not fp32:
             continue
         speedup = value / fp32
-        # A floor only.  The seed's "FP16/BF16 2-3x FP32" is a lower bound, not a ceiling: tensor
-        # cores make dense bf16 ~15x fp32 by the datasheet (H200: 989 / 67 TFLOP/s), so a ratio
-        # above 3 is healthy and must never warn.
+        # A floor only.  The cluster-benchmarking guide's "FP16/BF16 2-3x FP32" is a lower bound,
+        # not a ceiling: tensor cores make dense bf16 ~15x fp32 by the datasheet (H200: 989 / 67
+        # TFLOP/s), so a ratio above 3 is healthy and must never warn.
         if speedup >= min_speedup:
             continue
         out.append(

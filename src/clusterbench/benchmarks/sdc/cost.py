@@ -3,7 +3,7 @@
 Per case (dtype x shape) and repeat: a chain of ``depth`` products at the matmul rate (the
 gemm sweep's measured rate on this node, else 70% of the spec's peak, else nominal), then the
 result hashed on the host (and, on GPUs, copied there first); the inputs are drawn once per
-case from the seed: on a CPU by its sequential generator, at ``DRAW_M_PER_S``; a GPU draws its
+case from the fixed seed: on a CPU by its sequential generator, at ``DRAW_M_PER_S``; a GPU draws its
 own, not counted (about 10 bytes of device memory written per element: some 7 GB for the
 standard preset, milliseconds at HBM rates; not timed on its own).
 """

@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 LARGE_MODELS: frozenset[Model] = frozenset({"1.3b", "2b", "7b", "8b"})
-_ACCUM_KNEE = 4  # the paper's claim: coordination idle grows past four accumulation steps
+_ACCUM_KNEE = 4  # the bottleneck-analysis paper's claim: idle grows past four accumulation steps
 
 
 def findings(results: Results, thresholds: Thresholds) -> list[Finding]:

@@ -217,7 +217,7 @@ class TrainingConfig(WorkloadSettings):
     warmup_steps: int = 5
     """Untimed steps before the timed ones."""
     steps: int = 10
-    """Timed optimizer steps (the seed: 100 warm-up + 400 timed)."""
+    """Timed optimizer steps (the cluster-benchmarking guide: 100 warm-up + 400 timed)."""
     world_sizes: list[int] = field(default_factory=list)
     """World sizes to train at; empty: 1, 2, 4, ... up to the world, and the world."""
     scaling_mode: ScalingMode = "weak"

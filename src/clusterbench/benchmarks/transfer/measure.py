@@ -218,7 +218,8 @@ def _link_reference(ctx: DistContext) -> Reference | None:
     width = gpu.pcie.max_width or (spec.pcie_width if spec else None)
     if not gen or not width:
         return None
-    return Reference(value=pcie_link_gbps(gen, width), kind="link_rate", source="PCIe spec rate")
+    rate = pcie_link_gbps(gen, width)
+    return Reference(value=rate, kind="link_rate", source="PCI Express Base Specification rate")
 
 
 def _link_under_load(

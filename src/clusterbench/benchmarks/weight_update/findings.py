@@ -3,9 +3,9 @@ bandwidth, and what fusing the step buys (:mod:`.weight_update_fused`).
 
 The step's GB/s (the bytes it must move, docs/reference.md) is compared per device with the
 best copy bandwidth the ``memory`` benchmark measured on the same device in the same run (the
-HBM figure of this run) and with the HBM spec (the seed paper's comparison: FP16 weight updates
-at 65% of theoretical on H100).  Pure functions: a :class:`~clusterbench.schema.Results` in, a
-list of findings out.
+HBM figure of this run) and with the HBM spec (the bottleneck-analysis paper's comparison,
+docs/sources.md: FP16 weight updates at 65% of theoretical on H100).  Pure functions: a
+:class:`~clusterbench.schema.Results` in, a list of findings out.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from clusterbench.thresholds import Thresholds
 
 __all__ = ["LAYOUT_TEXT", "findings", "fused_findings", "hbm_copies", "hbm_findings"]
 
-_PAPER = "the seed paper saw FP16 weight updates at 65% of theoretical HBM on H100"
+_PAPER = "the bottleneck-analysis paper saw FP16 weight updates at 65% of theoretical HBM on H100"
 _SPECS: dict[str, OptimizerSpec] = {name: spec for name, spec in OPTIMIZER_SPECS.items()}
 Device = tuple[str, str]
 
