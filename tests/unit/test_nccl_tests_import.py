@@ -3,12 +3,22 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
-from clusterbench.analysis.nccl_tests import hosts, measurements, parse_json, parse_text
+from clusterbench.analysis.nccl_tests import (
+    hosts,
+    measurements,
+    parse_json,
+    parse_text,
+    ranks_from_bus_factor,
+)
 from clusterbench.benchmarks.collectives.facts import bus_factor
+from clusterbench.cli import app
+from clusterbench.schema import load_results
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl-tests"
 BINARIES = {
@@ -70,7 +80,7 @@ def test_a_bf16_sweep_and_what_is_not_an_nccl_tests_output() -> None:
     with pytest.raises(ValueError, match="not an nccl-tests size row"):
         header = "#  size  count  type  redop  root  time  algbw  busbw  #wrong\n"
         parse_text(f"# Collective test starting: all_reduce_perf\n{header}  8  2  float  sum\n")
-    with pytest.raises(ValueError, match="not an nccl-tests JSON output"):
+    with pytest.raises(ValueError, match="not an nccl-tests JSON output: it has no 'args'"):
         parse_json('{"version": 3}')
 
 
@@ -144,3 +154,122 @@ def test_the_device_lines_of_several_ranks_and_hosts() -> None:
     (a, b) = hosts([run])
     assert (a.hostname, b.hostname) == ("gpu-a", "gpu-b")
     assert [g.index for g in b.gpus] == [0, 1, 2, 3]
+
+
+def _two_gpus_text(*, device_lines: bool, busbw: bool = True) -> str:
+    """The real one-GPU all_reduce output with the header nccl-tests prints for ``-g 2`` (one
+    process, one thread, two GPUs: ``# nThread 1 nGpus 2``; util.cu writeDeviceReport prints a
+    device line per GPU, the second on device 1, its PCI address made up here), or without
+    its device lines (the "Using devices" block empty, as in the output reported in the
+    issue); ``busbw``: each row's busbw rewritten as nccl-tests computes it for two ranks
+    (algbw x 2(n-1)/n = algbw), else left as one rank's (0)."""
+    out = []
+    for line in (DATA / "all_reduce_perf.txt").read_text().splitlines():
+        cells = line.split()
+        if line.startswith("# nThread 1 nGpus 1 "):
+            line = line.replace("nGpus 1 ", "nGpus 2 ")
+        elif line.startswith("#  Rank  0"):
+            second = line.replace("Rank  0", "Rank  1").replace("device  0", "device  1")
+            line = f"{line}\n{second.replace('0000:00:06', '0000:00:07')}"
+            if not device_lines:
+                continue
+        elif busbw and cells and cells[0].isdigit():
+            factor = bus_factor("all_reduce", 2)
+            cells[7] = f"{float(cells[6]) * factor:.2f}"
+            cells[11] = f"{float(cells[10]) * factor:.2f}"
+            line = "  ".join(cells)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def _two_gpus_json(*, processes: int = 1) -> str:
+    """The real one-GPU JSON with ``config`` as nccl-tests writes it for ``-g 2``: ngpus 2 and
+    one ``devices`` entry per process (util.cu parses only each process's first device line
+    into it), busbw as for the ranks it then has (all_reduce: algbw x 2(n-1)/n)."""
+    data = json.loads((DATA / "all_reduce_perf.json").read_text())
+    data["config"]["ngpus"] = 2
+    first = data["config"]["devices"][0]
+    data["config"]["devices"] = [
+        {**first, "rank": 2 * p, "pid": first["pid"] + p, "hostname": f"gpu-{p}"}
+        for p in range(processes)
+    ]
+    factor = bus_factor("all_reduce", 2 * processes)
+    for row in data["results"]:
+        for place in ("out_of_place", "in_place"):
+            row[place]["bus_bw"] = row[place]["alg_bw"] * factor
+    return json.dumps(data)
+
+
+def test_one_process_with_two_gpus_is_two_ranks() -> None:
+    """``-g 2`` in one process: two ranks from the header and the device lines, and from the
+    header alone where the device lines are absent; busbw and algbw as printed."""
+    real = parse_text((DATA / "all_reduce_perf.txt").read_text())
+    listed = parse_text(_two_gpus_text(device_lines=True))
+    assert (listed.ranks, listed.num_processes, listed.gpus_per_thread) == (2, 1, 2)
+    assert listed.hosts == ["vm", "vm"] and listed.device_indices == [0, 1]
+    bare = parse_text(_two_gpus_text(device_lines=False))
+    assert (bare.ranks, bare.num_processes, bare.hosts) == (2, 1, [])
+    for run in (listed, bare):
+        assert ranks_from_bus_factor(run) == 2
+        ms = measurements(run)
+        assert {m.params["group_size"] for m in ms} == {2}
+        busbw = [m.value for m in ms if m.metric == "busbw" and m.params["mode"] == "back_to_back"]
+        assert busbw == [r.algbw["out_of_place"] for r in real.rows]  # as printed: F = 1
+    assert {m.host for m in measurements(bare)} == {"unknown"}
+    # the header changed alone: two ranks, but the rows' busbw is one rank's
+    header_only = parse_text(_two_gpus_text(device_lines=True, busbw=False))
+    assert header_only.ranks == 2 and ranks_from_bus_factor(header_only) == 1
+
+
+@pytest.mark.parametrize(("processes", "ranks"), [(1, 2), (2, 4)])
+def test_the_json_of_two_gpus_a_process_counts_every_rank(processes: int, ranks: int) -> None:
+    run = parse_json(_two_gpus_json(processes=processes))
+    assert (run.ranks, run.num_processes, run.gpus_per_thread) == (ranks, processes, 2)
+    assert ranks_from_bus_factor(run) == ranks
+    assert run.hosts == [f"gpu-{p}" for p in range(processes)]
+
+
+def _cli(*args: str | Path) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, ["import", "nccl-tests", *map(str, args)])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_the_import_of_two_gpus_is_world_size_two(tmp_path: Path) -> None:
+    two = tmp_path / "two.txt"
+    two.write_text(_two_gpus_text(device_lines=False))
+    code, out, err = _cli(two, "-o", tmp_path / "run", "--no-history")
+    assert code == 0, err
+    results = load_results(tmp_path / "run")
+    assert results.run.world_size == 2
+    assert "world size 2" in out and "(2 ranks, fp32)" in out
+    assert {m.params["group_size"] for m in results.measurements} == {2}
+    assert "bus factor" not in err
+    # the header's two GPUs with one rank's busbw: imported as two, with a warning
+    header_only = tmp_path / "header_only.txt"
+    header_only.write_text(_two_gpus_text(device_lines=True, busbw=False))
+    code, _, err = _cli(header_only, "-o", tmp_path / "run2", "--no-history")
+    assert code == 0 and f"{header_only}: all_reduce: the output names 2 rank(s)" in err
+    assert "bus factor of 1" in err
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "says"),
+    [
+        ("trace.json", '{"traceEvents": [], "schemaVersion": 1}',
+         "not an nccl-tests JSON output: it has no 'args' and no 'results' (nccl-tests' -J "
+         "writes both; this file's keys: schemaVersion, traceEvents)"),
+        ("broken.json", '{"args": ["all_reduce_perf"], "results": [',
+         "not an nccl-tests JSON output: not valid JSON (Expecting value at line 1, column 43)"),
+        ("iperf3.txt", "Connecting to host 10.0.0.2, port 5201\n[  5] 0.00-10.00 sec  1.09 GB\n",
+         "not an nccl-tests output: no '# Collective test starting' line with size rows after it"),
+    ],
+)  # fmt: skip
+def test_a_file_that_is_not_nccl_tests_output_is_one_sentence_naming_it(
+    tmp_path: Path, name: str, content: str, says: str
+) -> None:
+    bad = tmp_path / name
+    bad.write_text(content)
+    code, _, err = _cli(bad, "-o", tmp_path / "run", "--no-history")
+    assert code == 2
+    assert err.strip() == f"clusterbench: error: {bad}: {says}"
+    assert not (tmp_path / "run").exists()

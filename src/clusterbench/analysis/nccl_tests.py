@@ -11,6 +11,13 @@ clusterbench's own.  The out-of-place columns take the mode nccl-tests timed the
 clusterbench's names: ``back_to_back`` (its default: ``-n`` ops launched, then one wait, as
 clusterbench's back-to-back mode), ``blocking`` (``-z 1``) or ``graph`` (``-G``); the in-place
 columns are mode ``in_place``.  ``tests/data/nccl-tests/`` holds real outputs of both forms.
+
+The ranks are processes x threads x GPUs, as nccl-tests numbers them (``src/util.cu``,
+``writeDeviceReport``: a process runs ``-t`` threads of ``-g`` GPUs each, one rank per GPU):
+the threads and GPUs from the header (``# nThread 1 nGpus 2``; the JSON's ``config.nthreads``
+and ``config.ngpus``), the processes from the device lines (one ``Pid`` each in the text; the
+JSON's ``config.devices`` holds one entry per process, its first GPU's), one process where the
+output names none.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterbench.benchmarks.collectives import CollectivesMetrics
+from clusterbench.benchmarks.collectives.facts import CHUNKED_OPS
 from clusterbench.hardware.specs import spec_ref_for
 from clusterbench.schema import GpuInfo, HostInfo, Measurement, ParamValue
 
@@ -32,6 +40,7 @@ __all__ = [
     "parse_json",
     "parse_text",
     "parse_texts",
+    "ranks_from_bus_factor",
 ]
 
 _OPS = {"alltoall": "all_to_all", "sendrecv": "send_recv"}
@@ -61,9 +70,12 @@ class NcclTestsRun:
     op: str
     """clusterbench's name of the collective (all_reduce, all_to_all, send_recv, ...)."""
     ranks: int
+    """Processes x threads per process x GPUs per thread (``-t``, ``-g``)."""
     hosts: list[str]
     devices: list[str]
-    """Each rank's GPU as nccl-tests names it (``NVIDIA H100 80GB HBM3``)."""
+    """The GPUs the output names, as nccl-tests names them (``NVIDIA H100 80GB HBM3``): every
+    rank's in the text, each process's first in the JSON (nccl-tests parses one device line
+    per process into it), none where the text has no device lines."""
     rows: list[NcclTestsRow] = field(default_factory=list)
     version: str | None = None
     avg_busbw: float | None = None
@@ -80,6 +92,11 @@ class NcclTestsRun:
     """Each rank's CUDA device index on its host."""
     pci_bus_ids: list[str] = field(default_factory=list)
     """Each rank's GPU's PCI address as nccl-tests prints it (``0000:1b:00``, or ``0x1b``)."""
+    num_processes: int = 1
+    threads_per_process: int = 1
+    """``-t`` (``# nThread N``)."""
+    gpus_per_thread: int = 1
+    """``-g`` (``nGpus N``)."""
 
 
 def _op(binary: str) -> str:
@@ -107,10 +124,13 @@ def _wrong(value: object) -> int | None:
     return None if text in ("N/A", "") else int(float(text))
 
 
-_DEVICE = re.compile(r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+"
+_DEVICE = re.compile(r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+"
                      r"device\s+(\d+)\s+\[([^\]]*)\]\s+(.+?)\s*$")  # fmt: skip
 """``#  Rank  3 Group  0 Pid 1255 on gpu-17 device  3 [0000:1b:00] NVIDIA H100 80GB HBM3``: rank,
-host, device index, PCI address (or ``0x1b``), name; older versions have no ``#`` or Group."""
+pid, host, device index, PCI address (or ``0x1b``), name; older versions have no ``#`` or
+Group."""
+_LAYOUT = re.compile(r"^#?\s*nThread\s+(\d+)\s+nGpus\s+(\d+)")
+"""The header's ``# nThread 1 nGpus 2 minBytes ...``: threads per process, GPUs per thread."""
 _PREFIX = re.compile(r"^\[[\d,]+\](?:<stdout>:)?\s?")
 """What ``mpirun --tag-output`` puts before each line (``[1,0]<stdout>:``, ``[0]``)."""
 _START = re.compile(r"^#?\s*(?:Collective test starting:|nThread\s+\d+)")
@@ -144,7 +164,9 @@ def parse_texts(text: str) -> list[NcclTestsRun]:
     segments.append(current)
     runs = [run for lines in segments if (run := _parse_segment(lines)) is not None]
     if not runs:
-        raise ValueError("not an nccl-tests output (no '# Collective test starting' and size rows)")
+        raise ValueError(
+            "not an nccl-tests output: no '# Collective test starting' line with size rows after it"
+        )
     return runs
 
 
@@ -154,6 +176,8 @@ def _parse_segment(lines: list[str]) -> NcclTestsRun | None:
     devices: list[str] = []
     indices: list[int] = []
     buses: list[str] = []
+    processes: set[tuple[str, str]] = set()
+    layout = (1, 1)
     rows: list[NcclTestsRow] = []
     avg = oob = None
     table = False  # past the column header ("#  size  count  type ...")
@@ -170,11 +194,14 @@ def _parse_segment(lines: list[str]) -> NcclTestsRun | None:
             version = m.group(1)
             if lib := re.search(r"nccl-library=(\d+)", line):
                 nccl = _nccl_version(int(lib.group(1)))
+        elif m := _LAYOUT.match(line):
+            layout = (int(m.group(1)), int(m.group(2)))
         elif m := _DEVICE.match(line):
-            hosts.append(m.group(2))
-            indices.append(int(m.group(3)))
-            buses.append(m.group(4))
-            devices.append(m.group(5))
+            processes.add((m.group(3), m.group(2)))
+            hosts.append(m.group(3))
+            indices.append(int(m.group(4)))
+            buses.append(m.group(5))
+            devices.append(m.group(6))
         elif m := re.match(r"^#?\s*Avg bus bandwidth\s*:\s*(\S+)", line):
             avg = _number(m.group(1))
         elif m := re.match(r"^#?\s*Out of bounds values\s*:\s*(\d+)", line):
@@ -191,10 +218,15 @@ def _parse_segment(lines: list[str]) -> NcclTestsRun | None:
         op = _op(found.group(1)) if found else None
     if op is None or not rows:
         return None
-    return NcclTestsRun(op=op, ranks=len(devices) or 1, hosts=hosts, devices=devices, rows=rows,
+    threads, gpus = layout
+    # Each device line is one rank; a process prints only the lines that fit in 2,048
+    # characters (util.cu, MAX_LINE), so the count of processes times the header's layout.
+    ranks = max(len(devices), max(1, len(processes)) * threads * gpus)
+    return NcclTestsRun(op=op, ranks=ranks, hosts=hosts, devices=devices, rows=rows,
                         version=version, avg_busbw=avg, out_of_bounds=oob, nccl_version=nccl,
-                        timing=timing,
-                        device_indices=indices, pci_bus_ids=buses)  # fmt: skip
+                        timing=timing, device_indices=indices, pci_bus_ids=buses,
+                        num_processes=max(1, len(processes)), threads_per_process=threads,
+                        gpus_per_thread=gpus)  # fmt: skip
 
 
 def _text_row(cells: list[str], *, counts_wrong: bool = True) -> NcclTestsRow:
@@ -224,53 +256,122 @@ def _text_row(cells: list[str], *, counts_wrong: bool = True) -> NcclTestsRow:
 
 
 def parse_json(text: str) -> NcclTestsRun:
-    """The JSON ``-J FILE`` writes (format version 3).  ValueError (one line) otherwise."""
+    """The JSON ``-J FILE`` writes (format version 3).  ValueError (one line, in words)
+    otherwise: not JSON, a JSON document without nccl-tests' keys, a result it cannot read."""
+    data = _json_document(text)
     try:
-        data: Any = json.loads(text)
-        args, results = data["args"], data["results"]
-        config = data.get("config", {})
-        devices = config.get("devices", [])
+        config = data.get("config") or {}
+        devices = config.get("devices") or []
         timing = "back_to_back"
         if int(config.get("graph", 0) or 0) > 0:
             timing = "graph"
         elif str(config.get("blocking_collectives", "false")).lower() == "true":
             timing = "blocking"
-        rows = [_json_row(r) for r in results]
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"not an nccl-tests JSON output ({type(exc).__name__}: {exc})") from None
+        threads, gpus = int(config.get("nthreads", 1)), int(config.get("ngpus", 1))
+        hosts = [str(d.get("hostname", "")) for d in devices]
+        names = [str(d.get("device_info", "")) for d in devices]
+        indices = [int(d.get("device", i)) for i, d in enumerate(devices)]
+        buses = [str(d.get("device_hex", "")) for d in devices]
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ValueError(f"an nccl-tests JSON output whose config cannot be read ({exc})") from None
+    rows = [_json_row(r, i) for i, r in enumerate(data["results"])]
     if not rows:
         raise ValueError("an nccl-tests JSON output without results")
-    avg = data.get("average_bus_bandwidth", {}).get("bandwidth")
-    oob = data.get("out_of_bounds", {}).get("count")
+    avg = (data.get("average_bus_bandwidth") or {}).get("bandwidth")
+    oob = (data.get("out_of_bounds") or {}).get("count")
     return NcclTestsRun(
-        op=_op(str(args[0])),
-        ranks=len(devices) or 1,
-        hosts=[str(d.get("hostname", "")) for d in devices],
-        devices=[str(d.get("device_info", "")) for d in devices],
+        op=_op(str(data["args"][0])),
+        # one entry in config.devices per process (util.cu parses each process's first
+        # device line into it), each process threads x GPUs ranks
+        ranks=max(1, len(devices)) * threads * gpus,
+        hosts=hosts,
+        devices=names,
         nccl_version=_nccl_version(data["nccl_version"]) if "nccl_version" in data else None,
         started=str(data["start_time"]) if data.get("start_time") else None,
         timing=timing,
-        device_indices=[int(d.get("device", i)) for i, d in enumerate(devices)],
-        pci_bus_ids=[str(d.get("device_hex", "")) for d in devices],
+        device_indices=indices,
+        pci_bus_ids=buses,
         rows=rows,
         version=None,
         avg_busbw=float(avg) if avg is not None else None,
         out_of_bounds=int(oob) if oob is not None else None,
+        num_processes=max(1, len(devices)),
+        threads_per_process=threads,
+        gpus_per_thread=gpus,
     )
 
 
-def _json_row(r: dict[str, Any]) -> NcclTestsRow:
-    modes = {mode: r[mode] for mode in _MODES}
-    return NcclTestsRow(
-        size_bytes=int(r["size"]),
-        dtype=_DTYPES.get(r["type"], r["type"]),
-        redop=str(r.get("redop", "sum")).strip(),
-        root=int(str(r.get("root", "-1")).strip() or -1),
-        time_us={m: float(v["time"]) for m, v in modes.items()},
-        algbw={m: float(v["alg_bw"]) for m, v in modes.items()},
-        busbw={m: float(v["bus_bw"]) for m, v in modes.items()},
-        wrong={m: _wrong(v.get("nwrong")) for m, v in modes.items()},
-    )
+def _json_document(text: str) -> dict[str, Any]:
+    """The JSON object with the keys nccl-tests' ``-J`` writes, or ValueError saying what it
+    is instead."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"not an nccl-tests JSON output: not valid JSON ({exc.msg} at line {exc.lineno}, "
+            f"column {exc.colno})"
+        ) from None
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"not an nccl-tests JSON output: a JSON {type(data).__name__}, where nccl-tests' -J "
+            "writes an object with 'args' and 'results'"
+        )
+    missing = [key for key in ("args", "results") if key not in data]
+    if missing:
+        keys = ", ".join(sorted(data)[:5]) or "none"
+        raise ValueError(
+            f"not an nccl-tests JSON output: it has no {' and no '.join(map(repr, missing))} "
+            f"(nccl-tests' -J writes both; this file's keys: {keys})"
+        )
+    if not isinstance(data["args"], list) or not data["args"]:
+        raise ValueError(
+            "not an nccl-tests JSON output: its 'args' are not the command line that names the "
+            "binary"
+        )
+    if not isinstance(data["results"], list):
+        raise ValueError("not an nccl-tests JSON output: its 'results' are not a list of sizes")
+    return data
+
+
+def _json_row(r: Any, index: int) -> NcclTestsRow:
+    """``results[index]``, or ValueError naming what it lacks."""
+    try:
+        modes = {mode: r[mode] for mode in _MODES}
+        return NcclTestsRow(
+            size_bytes=int(r["size"]),
+            dtype=_DTYPES.get(r["type"], r["type"]),
+            redop=str(r.get("redop", "sum")).strip(),
+            root=int(str(r.get("root", "-1")).strip() or -1),
+            time_us={m: float(v["time"]) for m, v in modes.items()},
+            algbw={m: float(v["alg_bw"]) for m, v in modes.items()},
+            busbw={m: float(v["bus_bw"]) for m, v in modes.items()},
+            wrong={m: _wrong(v.get("nwrong")) for m, v in modes.items()},
+        )
+    except KeyError as exc:
+        what = f"has no {exc.args[0]!r}"
+    except (ValueError, TypeError, AttributeError) as exc:
+        what = f"cannot be read ({exc})"
+    raise ValueError(f"an nccl-tests JSON output whose result {index} (from 0) {what}")
+
+
+def ranks_from_bus_factor(run: NcclTestsRun) -> int | None:
+    """The rank count the printed busbw / algbw says, where the op's bus factor depends on it
+    (all_reduce: F = 2(n-1)/n, so n = 2/(2-F); all_gather, reduce_scatter, all_to_all:
+    F = (n-1)/n, so n = 1/(1-F); nccl-tests' ``src/*.cu`` getBw), read on the row with the
+    largest algbw (the most digits printed); None for the other ops or where it is no whole
+    number."""
+    row = max(run.rows, key=lambda r: r.algbw["out_of_place"], default=None)
+    if row is None or row.algbw["out_of_place"] <= 0:
+        return None
+    factor = row.busbw["out_of_place"] / row.algbw["out_of_place"]
+    if run.op == "all_reduce" and factor < 2:
+        n = 2 / (2 - factor)
+    elif run.op in CHUNKED_OPS and factor < 1:
+        n = 1 / (1 - factor)
+    else:
+        return None
+    # the text rounds busbw and algbw to 2 decimals: a tolerance, not exactness
+    return round(n) if abs(n - round(n)) < 0.25 else None
 
 
 def measurements(run: NcclTestsRun, *, host: str | None = None) -> list[Measurement]:

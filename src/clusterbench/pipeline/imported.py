@@ -105,6 +105,14 @@ def _nccl_tests(paths: Sequence[Path], host: str | None, level: int | None) -> I
             continue
         seen[key] = path
         kept.append(run)
+        implied = nccl_tests.ranks_from_bus_factor(run)
+        if implied is not None and implied != run.ranks:
+            imported.warnings.append(
+                f"{path}: {run.op}: the output names {run.ranks} rank(s) ({run.num_processes} "
+                f"process(es) x {run.threads_per_process} thread(s) x {run.gpus_per_thread} "
+                f"GPU(s)), but its busbw / algbw is the bus factor of {implied}; imported as "
+                f"{run.ranks} rank(s), busbw and algbw as printed"
+            )
         imported.measurements += nccl_tests.measurements(run, host=host)
     if host is not None:
         for run in kept:
