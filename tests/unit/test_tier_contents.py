@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import ast
 import logging
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 HERE = Path(__file__).parent
+_MARK = re.compile(r"\bmark\s*\.\s*timing\b")
 
 
 def _timing_marks(tree: ast.AST) -> Iterator[int]:
@@ -27,10 +29,12 @@ def _timing_marks(tree: ast.AST) -> Iterator[int]:
 
 
 def test_no_test_of_the_fast_tier_judges_measured_time() -> None:
+    texts = {path: path.read_text(encoding="utf-8") for path in sorted(HERE.rglob("*.py"))}
     found = [
         f"{path.relative_to(HERE)}:{line}"
-        for path in sorted(HERE.rglob("*.py"))
-        for line in _timing_marks(ast.parse(path.read_text(encoding="utf-8")))
+        for path, text in texts.items()
+        if _MARK.search(text)  # parsed only where the words appear: 0.7 s for every module
+        for line in _timing_marks(ast.parse(text))
     ]
     assert found == [], f"move these to tests/timing (run one at a time by .ci/run): {found}"
 
