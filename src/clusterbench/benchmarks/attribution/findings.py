@@ -44,6 +44,10 @@ CLASSES: tuple[Metric, ...] = (
 """The four classes a step is split into (summing to 100%)."""
 _MIN_SPREAD_MS = 1.0
 """A straggler also starts at least this many ms after the earliest rank."""
+_NOISE_TIMES = 3.0
+"""A straggler's what-if saving is at least this many times the other ranks' median saving:
+ranks whose steps jitter (two ranks sharing two cores, each sleeping in its DataLoader) get
+savings of 20 and 45 ms a step from the jitter alone, neither a straggler."""
 _FIXES = {
     "compute": (
         "The GPUs are doing the model's math: raise the per-GPU batch, torch.compile "
@@ -352,7 +356,8 @@ def find_straggler(
 ) -> Straggler | None:
     """The rank everyone waits for.  Where the ranks' traces were put on a common clock
     (``clusterbench analyze``), the rank whose lateness costs the job the most: the largest
-    what-if saving, at least 1 ms and ``min_spread_pct`` of the step.  Else the rank that
+    what-if saving, at least 1 ms, ``min_spread_pct`` of the step and three times the other
+    ranks' median saving (what jitter alone gives a rank).  Else the rank that
     starts its collectives last, by a spread above ``min_spread_pct`` of the step, and has
     the least coordination while the others wait."""
     ranks = _ranks_with(
@@ -377,7 +382,10 @@ def find_straggler(
                 for r, ms in ranks.items()}  # fmt: skip
     if set(savings) >= set(ranks):
         rank = max(ranks, key=lambda r: savings[r])
-        if savings[rank] < _floor_ms(step_ms, min_spread_pct):
+        # noise alone gives every rank a saving (its gaps now and then the longest): the
+        # straggler's must stand out, three times the other ranks' median
+        noise = statistics.median(savings[r] for r in ranks if r != rank)
+        if savings[rank] < max(_floor_ms(step_ms, min_spread_pct), _NOISE_TIMES * noise):
             return None
     else:
         rank = max(late, key=lambda r: late[r])
