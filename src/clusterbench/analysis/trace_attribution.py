@@ -279,9 +279,7 @@ def _time_ranks(
             starts = [c.at_ms or 0.0 if c is not None else 0.0 for c in first]
         if all(spans):
             savings = whatif.straggler_savings(
-                aligned, starts_ms=starts,
-                ends_ms=[sp[-1][1] / 1e3 - o for sp, o in zip(spans, fit.offsets_ms, strict=True)],
-                num_steps=len(common),
+                aligned, starts_ms=starts, num_steps=len(common),
             )  # fmt: skip
             timing.savings = dict(zip(group, savings, strict=True))
     return timing

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from clusterbench.benchmarks.attribution import trace as trace
 
-__all__ = ["IterationIdle", "iteration_idle"]
+__all__ = ["IterationIdle", "Span", "iteration_idle", "span_length", "span_overlap", "span_union"]
 
 Span = tuple[float, float]
 
@@ -58,28 +58,28 @@ def iteration_idle(
     out = []
     for n, start, end in trace.step_spans(events):
         in_step = [a for a in acts if a.end_us > start and a.start_us < end]
-        busy = _union((max(a.start_us, start), min(a.end_us, end)) for a in in_step)
+        busy = span_union((max(a.start_us, start), min(a.end_us, end)) for a in in_step)
         colls = trace.collective_spans(in_step, start=start, end=end)
         waits = (waits_ms or {}).get(n, ())
-        waiting = _union(
+        waiting = span_union(
             (c.start_us, min(c.start_us + 1e3 * w, end)) for c, w in zip(colls, waits, strict=False)
         )
-        working = _union(
+        working = span_union(
             (max(a.start_us, start), min(a.end_us, end)) for a in in_step if a.kind != "comm"
         )
-        wait_us = _length(waiting) - _overlap(waiting, working)
+        wait_us = span_length(waiting) - span_overlap(waiting, working)
         out.append(
             IterationIdle(
                 step=n,
                 iteration_ms=(end - start) / 1e3,
-                idle_ms=max(0.0, end - start - _length(busy)) / 1e3,
+                idle_ms=max(0.0, end - start - span_length(busy)) / 1e3,
                 wait_ms=wait_us / 1e3,
             )
         )
     return out
 
 
-def _union(spans: Iterable[Span]) -> list[Span]:
+def span_union(spans: Iterable[Span]) -> list[Span]:
     """The spans merged: sorted, disjoint, empty ones dropped."""
     merged: list[Span] = []
     for lo, hi in sorted(s for s in spans if s[1] > s[0]):
@@ -90,12 +90,12 @@ def _union(spans: Iterable[Span]) -> list[Span]:
     return merged
 
 
-def _length(spans: Iterable[Span]) -> float:
+def span_length(spans: Iterable[Span]) -> float:
     return sum(hi - lo for lo, hi in spans)
 
 
-def _overlap(a: Sequence[Span], b: Sequence[Span]) -> float:
-    """Length of the intersection of two merged span lists (:func:`_union`)."""
+def span_overlap(a: Sequence[Span], b: Sequence[Span]) -> float:
+    """Length of the intersection of two merged span lists (:func:`span_union`)."""
     total, i, j = 0.0, 0, 0
     while i < len(a) and j < len(b):
         lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])

@@ -17,7 +17,10 @@ collective j on the common clock::
 Replaying the chain with the trace's own gaps gives back its timeline; replaying it with one
 rank's gaps replaced by the median of the other ranks' (the other rank's, of two) gives the
 step time had that rank entered every collective with the others.  The difference, per step,
-is the saving of fixing that rank.
+is the saving of fixing that rank.  Unrolled, T is the sum over the links of the latest
+entry (the first link's on the clock, the others' gaps), plus the transfers and the longest
+tail, which no rank's fix changes: a fix changes only each link's latest entry, so the
+saving is the sum of those maxima less the same sum with the rank's row replaced.
 
 **The device timeline.**  Per rank and step: the device idle (no activity on any stream) that
 overlaps the host's ``DataLoader`` ``next()`` is the input wait; the rest of the idle is launch
@@ -33,19 +36,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from clusterbench.benchmarks.attribution import ranks
+from clusterbench.benchmarks.attribution.idle import Span, span_length, span_overlap, span_union
 from clusterbench.benchmarks.attribution.trace import Collective
 
 __all__ = ["StepIdle", "idle_split", "straggler_savings"]
 
-Span = tuple[float, float]
 
-
-def _chain(
-    per_rank: ranks.PerRank, *, starts_ms: Sequence[float], ends_ms: Sequence[float]
-) -> tuple[Any, Any, Any] | None:
-    """(gaps, a ranks x collectives array, with the first column each rank's entry time; the
-    transfer per collective; the tail per rank) of the matched collectives in order, or None
-    where nothing is matched."""
+def _links(per_rank: ranks.PerRank) -> Any | None:
+    """The chain's links, a ranks x links array: in the first column each rank's entry into
+    the first link (on the common clock), in the others its gap, from the previous link's end
+    to its entry into this one; None where nothing is matched."""
     import numpy as np
 
     matched: list[list[Collective]] = [same for _, _, same in ranks.matched_collectives(per_rank)]
@@ -61,12 +61,10 @@ def _chain(
         links[-1].append(j) if overlaps else links.append([j])
     entry = np.stack([starts[:, link].max(axis=1) for link in links], axis=1)
     end = np.stack([ends[:, link].max(axis=1) for link in links], axis=1)
-    gaps = np.empty_like(entry)
-    gaps[:, 0] = entry[:, 0]
-    gaps[:, 1:] = entry[:, 1:] - end[:, :-1]
-    transfer = np.maximum(0.0, np.median(end, axis=0) - entry.max(axis=0))
-    tails = np.asarray(ends_ms, dtype=float) - end[:, -1]
-    return gaps, transfer, tails
+    out = np.empty_like(entry)
+    out[:, 0] = entry[:, 0]
+    out[:, 1:] = entry[:, 1:] - end[:, :-1]
+    return out
 
 
 def _median_of_others(values: Any) -> Any:
@@ -90,24 +88,19 @@ def _median_of_others(values: Any) -> Any:
 
 
 def straggler_savings(
-    per_rank: ranks.PerRank,
-    *,
-    starts_ms: Sequence[float],
-    ends_ms: Sequence[float],
-    num_steps: int,
+    per_rank: ranks.PerRank, *, starts_ms: Sequence[float], num_steps: int
 ) -> list[float]:
     """Per rank, the ms per step the job would save had that rank entered every matched
     collective with the other ranks (its gaps replaced by the median of the others'), from the
     chain of the module docstring.  ``per_rank``: the collectives on the common clock
-    (``at_ms`` aligned); ``starts_ms``/``ends_ms``: each rank's first profiled step's start and
-    last profiled step's end on the same clock.  Zeros where nothing is matched."""
+    (``at_ms`` aligned); ``starts_ms``: each rank's first profiled step's start on the same
+    clock.  Zeros where nothing is matched."""
     import numpy as np
 
     num = len(per_rank)
-    chain = _chain(per_rank, starts_ms=starts_ms, ends_ms=ends_ms) if num > 1 else None
-    if chain is None or num_steps <= 0:
+    entries = _links(per_rank) if num > 1 else None
+    if entries is None or num_steps <= 0:
         return [0.0] * num
-    entries, _, _ = chain
     starts = np.asarray(starts_ms, dtype=float)
     gaps = entries.copy()
     gaps[:, 0] -= starts
@@ -141,21 +134,11 @@ def idle_split(busy: Iterable[Span], *, step: Span, input_spans: Iterable[Span])
     """The device idle of ``step`` (µs spans; no activity in ``busy``), split into the part
     under the host's input spans and the rest, in ms."""
     lo, hi = step
-    busy_u = _union((max(a, lo), min(b, hi)) for a, b in busy)
+    busy_u = span_union((max(a, lo), min(b, hi)) for a, b in busy)
     idle = _complement(busy_u, lo, hi)
-    waiting = _union((max(a, lo), min(b, hi)) for a, b in input_spans)
-    input_us = _overlap(idle, waiting)
-    return StepIdle(input_ms=input_us / 1e3, gaps_ms=(_length(idle) - input_us) / 1e3)
-
-
-def _union(spans: Iterable[Span]) -> list[Span]:
-    merged: list[Span] = []
-    for lo, hi in sorted(s for s in spans if s[1] > s[0]):
-        if merged and lo <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
-        else:
-            merged.append((lo, hi))
-    return merged
+    waiting = span_union((max(a, lo), min(b, hi)) for a, b in input_spans)
+    input_us = span_overlap(idle, waiting)
+    return StepIdle(input_ms=input_us / 1e3, gaps_ms=(span_length(idle) - input_us) / 1e3)
 
 
 def _complement(merged: Sequence[Span], lo: float, hi: float) -> list[Span]:
@@ -167,18 +150,3 @@ def _complement(merged: Sequence[Span], lo: float, hi: float) -> list[Span]:
     if hi > at:
         out.append((at, hi))
     return out
-
-
-def _length(spans: Iterable[Span]) -> float:
-    return sum(b - a for a, b in spans)
-
-
-def _overlap(a: Sequence[Span], b: Sequence[Span]) -> float:
-    total, i, j = 0.0, 0, 0
-    while i < len(a) and j < len(b):
-        total += max(0.0, min(a[i][1], b[j][1]) - max(a[i][0], b[j][0]))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
