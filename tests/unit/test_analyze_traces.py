@@ -137,6 +137,10 @@ def test_traces_without_profiler_steps_are_one_window(tmp_path: Path) -> None:
     assert "ends then agree within" in clock.message
     late = [m for m in results.measurements if m.metric == "collective_start_lateness_ms"]
     assert {m.rank for m in late} == {0, 1}
+    # rank 1 entered most collectives last (its first collective, which waits for the profilers
+    # to start, unmatched in its place): rank 0 waits inside them, rank 1 hardly
+    waits = {m.rank: m.value for m in results.measurements if m.metric == "wait_pct"}
+    assert waits[0] > 10 * waits[1] > 0
     for shares in _classes(results).values():
         assert sum(shares.values()) == pytest.approx(100.0, abs=1e-6)
 

@@ -8,6 +8,7 @@ measurements (params ``source=trace``), so its findings, section and figures jud
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -251,8 +252,10 @@ def _time_ranks(
     mine = [per_rank[i] for i in group]
     for i, waits in zip(group, ranks.collective_waits(mine), strict=True):
         timing.waits[i] = waits
-    if not stepped:  # a window's first collective waits for the ranks' profilers to start
-        mine = [{n: cs[1:] for n, cs in r.items()} for r in mine]
+    if not stepped:  # a window's first collective waits for the ranks' profilers to start:
+        # unmatched (its place kept, so that the k-th wait stays the k-th collective's)
+        mine = [{n: tuple(dataclasses.replace(c, doubtful=k == 0) for k, c in enumerate(cs))
+                 for n, cs in r.items()} for r in mine]  # fmt: skip
     aligned, fit = ranks.on_common_clock(mine)
     timing.fit = fit
     on_one_clock = fit is not None and fit.holds
@@ -275,7 +278,8 @@ def _time_ranks(
             sp[0][0] / 1e3 - o if sp else 0.0 for sp, o in zip(spans, fit.offsets_ms, strict=True)
         ]
         if not stepped:  # from the first timed collective on: no gap before it
-            first = [next(iter(r[n][0] for n in sorted(r) if r[n]), None) for r in aligned]
+            first = [next((c for n in sorted(r) for c in r[n] if not c.doubtful), None)
+                     for r in aligned]  # fmt: skip
             starts = [c.at_ms or 0.0 if c is not None else 0.0 for c in first]
         if all(spans):
             savings = whatif.straggler_savings(
