@@ -16,7 +16,7 @@ from clusterbench.benchmarks.attribution.trace import (
     op_flops_bytes,
     step_breakdowns,
 )
-from clusterbench.schema import Measurement, NcclRankInfo, Results, RunInfo, ToolInfo
+from clusterbench.schema import Finding, Measurement, NcclRankInfo, Results, RunInfo, ToolInfo
 from clusterbench.thresholds import Thresholds
 
 MAIN, GLOO = 10, 11
@@ -229,6 +229,41 @@ def test_a_rank_busy_longer_than_its_peers_is_named() -> None:
     even = Results(tool=ToolInfo(version="0"), run=run,
                    measurements=[*ms(0, 3.0), *ms(1, 3.2), *ms(2, 2.9), *ms(3, 3.1)])  # fmt: skip
     assert attribution_analysis.busy_time_outliers(even, mads=3.0, min_rel=0.05) == []
+
+
+def test_a_rank_busy_a_fraction_of_a_millisecond_longer_is_no_finding() -> None:
+    """Ranks busy 1.5 ms a step against the others' 1.3 ms, in a 16 ms step: beyond their MAD
+    and 5% relative, yet 0.2 ms is under the floor (1 ms, 5% of the step); from traces, a rank
+    busy longer is a finding only where the what-if says the others wait for it."""
+    run = RunInfo(id="r", started="t", suite="analyze", world_size=8, num_nodes=1,
+                  backend="nccl", command="c")  # fmt: skip
+
+    def results_of(busy: list[float], savings: list[float] | None = None) -> Results:
+        out = []
+        for rank, busy_ms in enumerate(busy):
+            base = {"rank": rank, "host": "h", "device": f"cuda:{rank}",
+                    "benchmark": "attribution", "params": {"rank_step": "mean"}}  # fmt: skip
+            rows = [("step_time_ms", 16.0, "ms"), ("coordination", 100 * (1 - busy_ms / 16), "%")]
+            for name, value, unit in rows:
+                out.append(Measurement.model_validate({**base, "metric": name, "value": value,
+                                                       "unit": unit}))  # fmt: skip
+            if savings is not None:
+                params = {"rank_step": "mean", "whatif": "straggler"}
+                out.append(Measurement.model_validate({**base, "params": params, "unit": "ms",
+                                                       "metric": "whatif_saving_ms",
+                                                       "value": savings[rank]}))  # fmt: skip
+        return Results(tool=ToolInfo(version="0"), run=run, measurements=out)
+
+    def slow(res: Results) -> list[Finding]:
+        return attribution_analysis.busy_time_outliers(res, mads=3.0, min_rel=0.05,
+                                                       min_spread_pct=5.0)  # fmt: skip
+
+    busy = [1.3, 1.5, 1.3, 1.5, 1.31, 1.29, 1.3, 1.3]
+    assert slow(results_of(busy)) == []
+    busy[1] = 5.3  # 4 ms longer: past the floor, and from traces it must cost the others too
+    [finding] = slow(results_of(busy, [3.9 if r == 1 else 0.0 for r in range(8)]))
+    assert finding.evidence["rank"] == 1 and "would save 3.9 ms per step" in finding.message
+    assert slow(results_of(busy, [0.0] * 8)) == []
 
 
 @pytest.mark.parametrize(("one_host", "severity"), [(True, "info"), (False, "fail")])
