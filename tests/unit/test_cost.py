@@ -252,6 +252,9 @@ def _folder(path: Path, results: Results) -> Path:
         ),
         (["--gpu-hour", "2", "--utilisation", "1.5"], "--utilisation: a utilisation is a fraction"),
         (["--gpu-hour", "2", "--gpus", "2.5"], "--gpus: must be a whole number"),
+        (["--gpu-hour", "2", "--gpus", "H100"], "--gpus: 'H100' is not a number"),
+        (["--gpu-hour", "2", "--nodes", "two"], "--nodes: 'two' is not a number"),
+        (["--gpu-hour", "2", "--gpus-per-node", "x8"], "--gpus-per-node: 'x8' is not a number"),
         (["--gpu-hour", "2", "--train-tokens", "-1e12"], "--train-tokens: must be a positive"),
         (["--gpu-hour", "2", "--train-samples", "1e9"], "trains on tokens: give --train-tokens"),
         (

@@ -5,8 +5,10 @@ summary, report.html and the exports."""
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Sequence
+from html.parser import HTMLParser
 from pathlib import Path
 
 import plotly.graph_objects as go
@@ -20,13 +22,16 @@ from clusterbench.analysis.cost_prices import CloudOffer, CostRequest, OnPremOff
 from clusterbench.analysis.prediction import predict
 from clusterbench.analysis.run import report_plots, summary_sections
 from clusterbench.benchmarks.attribution import AttributionMetrics as A
+from clusterbench.benchmarks.training.findings import scaling_findings
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T
 from clusterbench.benchmarks.weight_update import WeightUpdateMetrics as W
 from clusterbench.report import export_prometheus
 from clusterbench.report.export import csv_text
 from clusterbench.report.html import render_html
+from clusterbench.report.html_tables import grid_table
 from clusterbench.report.sections import cost as cost_section
 from clusterbench.schema import Finding, Measurement, Results
+from clusterbench.thresholds import run_thresholds
 from tests.pages import analysis
 from tests.prediction_runs import make, run_of
 from tests.unit.test_cost import training_run
@@ -299,3 +304,137 @@ def test_a_broken_cost_json_costs_the_summary_nothing(tmp_path: Path) -> None:
     )
     with pytest.raises(ValueError, match=r"not a clusterbench cost\.json"):
         cost_section.priced_results(r, folder)
+
+
+# --- one threshold, one efficiency per row, the page's table (issue 41, item 4) ----------------
+
+
+def _measured_findings(results: Results) -> Results:
+    """``results`` with the training benchmark's own scaling verdicts at the run's thresholds."""
+    t = run_thresholds(results)
+    found = scaling_findings(
+        results, warn=t.scaling_min_efficiency_warn, fail=t.scaling_min_efficiency_fail
+    )
+    return _with(results, findings=found)
+
+
+def test_the_finding_and_its_price_name_the_same_target() -> None:
+    """72% at 2 GPUs fails (under 80%); the finding and the cost name one target, the
+    threshold's 90%, and the price is the gap to that number."""
+    r = _measured_findings(training_run({1: 1000.0, 2: 720.0}))
+    [finding] = [f for f in r.findings if f.id == "training.scaling_efficiency"]
+    table = cost_table(r, CostRequest(offers=[CloudOffer(gpu_hour=PRICE)], gpus=2))
+    [p] = _priced(table, "training.scaling_efficiency")
+    named = re.search(r"below (\d+)%, the target", finding.message)
+    priced = re.search(r"reaching the (\d+)% target", p.statement)
+    assert named is not None and priced is not None, (finding.message, p.statement)
+    assert named[1] == priced[1] == "90"
+    assert "threshold asks" not in p.statement and p.statement.count("%") == 2
+    assert p.fraction == pytest.approx(1 - 0.72 / 0.90)
+    assert "measured at 2 GPUs" in p.statement
+
+
+def test_a_measured_efficiency_prices_only_the_row_it_was_measured_at() -> None:
+    """At 256 GPUs the row priced is the prediction's: the 2-GPU measurement's finding is not
+    priced on the 256-GPU spend, and says why with the efficiency the row shows."""
+    r = _predicted_run()
+    slow = Finding(
+        id="training.scaling_efficiency",
+        severity="fail",
+        scope="run",
+        message="...",
+        evidence={"efficiency_pct": 72.0, "world_size": 2, "scaling_mode": "weak"},
+    )
+    table = cost_table(
+        _with(r, findings=[slow]), CostRequest(offers=[CloudOffer(gpu_hour=PRICE)], gpus=256)
+    )
+    assert table.at.basis == "predicted" and table.at.measured_at is None
+    assert _priced(table, "training.scaling_efficiency") == []
+    [why] = [u for u in table.unpriced if u.finding_id == "training.scaling_efficiency"]
+    assert "measured at 2 GPUs" in why.reason and f"{table.at.efficiency:.1%}" in why.reason
+    # every scaling price that remains is of the efficiency the priced row shows
+    [row] = [x for x in cost_section.throughput_grid(table).rows if x[0] == "256"]
+    for p in _priced(table, "prediction.scaling"):
+        assert f"{table.at.efficiency:.0%} weak scaling predicted at 256" in p.statement
+        assert p.fraction == pytest.approx(1 - float(row[2]) / 100 / 0.9, abs=1e-3)  # row: 3 digits
+
+
+def test_an_assumed_row_is_priced_by_the_measurement_it_rests_on() -> None:
+    r = _measured_findings(training_run({1: 1000.0, 2: 950.0, 8: 720.0}))
+    table = cost_table(r, CostRequest(offers=[CloudOffer(gpu_hour=PRICE)], gpus=64))
+    assert table.at.basis == "assumed" and table.at.measured_at == 8
+    [p] = _priced(table, "training.scaling_efficiency")
+    assert "72% weak scaling measured at 8 GPUs" in p.statement
+    assert p.fraction == pytest.approx(1 - table.at.efficiency / 0.9)
+
+
+class _Cells(HTMLParser):
+    """Each table's header and rows of (data-v or None, text)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[tuple[list[str], list[list[tuple[str | None, str]]]]] = []
+        self._cell: tuple[str | None, str] | None = None
+        self._th: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table":
+            self.tables.append(([], []))
+        elif tag == "tr":
+            self.tables[-1][1].append([])
+        elif tag == "th":
+            self._th = ""
+        elif tag == "td":
+            self._cell = (dict(attrs).get("data-v"), "")
+
+    def handle_data(self, data: str) -> None:
+        if self._th is not None:
+            self._th += data
+        elif self._cell is not None:
+            self._cell = (self._cell[0], self._cell[1] + data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "th" and self._th is not None:
+            self.tables[-1][0].append(self._th)
+            self._th = None
+        elif tag == "td" and self._cell is not None:
+            self.tables[-1][1][-1].append(self._cell)
+            self._cell = None
+
+
+def test_the_page_cost_tables_keep_each_column_apart() -> None:
+    """Every row as many cells as the header; sentences (a note that starts with a digit
+    included) are text cells, which wrap, not one-line figures; money and shares sort."""
+    r = _measured_findings(training_run({1: 1000.0, 2: 720.0}))
+    r = _with(r, findings=[_advice("training.partition", gain=0.2, gain_of="step time")])
+    table = cost_table(r, CostRequest(offers=[CloudOffer(gpu_hour=PRICE)], gpus=2))
+    grids = cost_section.table_grids(table)
+    parser = _Cells()
+    parser.feed("".join(grid_table(g) for g in grids))
+    assert len(parser.tables) == len(grids)
+    for grid, (header, rows) in zip(grids, parser.tables, strict=True):
+        assert header == list(grid.header)
+        body = [row for row in rows if row]
+        assert len(body) == len(grid.rows)
+        for row in body:
+            assert len(row) == len(header), (grid.title, row)
+            for name, (value, text) in zip(header, row, strict=True):
+                if name in grid.text_columns:
+                    assert value is None, (name, text)
+    [(header, findings_rows)] = [t for t in parser.tables if "how" in t[0]]
+    notes = [row[header.index("how")] for row in findings_rows if row]
+    assert any(text.startswith("1 - ") for _, text in notes)  # a note led by a digit: still text
+    shares = [row[header.index("share %")] for row in findings_rows if row]
+    assert all(value is not None for value, _ in shares)
+
+
+@pytest.mark.parametrize(("gpus", "basis"), [(2, "measured"), (64, "assumed"), (256, "predicted")])
+def test_one_row_is_priced_and_says_where_its_efficiency_comes_from(gpus: int, basis: str) -> None:
+    r = _predicted_run() if basis == "predicted" else training_run({1: 1000.0, 2: 720.0})
+    table = cost_table(r, CostRequest(offers=[CloudOffer(gpu_hour=PRICE)], gpus=gpus))
+    assert table.at.basis == basis
+    [row] = [x for x in cost_section.throughput_grid(table).rows if "(priced)" in x[-1]]
+    assert row[0].rstrip("*") == str(gpus)
+    assert float(row[2]) == pytest.approx(100 * table.at.efficiency, abs=0.05)
+    said = {"measured": "measured at 2 GPUs", "assumed": "measured at 2 GPUs holds at 64"}
+    assert said.get(basis, "predicted by the scaling model") in row[-1]

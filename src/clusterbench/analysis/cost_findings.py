@@ -58,8 +58,8 @@ class PricedFinding:
     finding_id: str
     scope: str
     statement: str
-    """What the price is of: 'tiny ddp runs at 59% weak scaling at 2 GPUs; the 90% the
-    threshold asks' (read on with :attr:`verb` and the amount)."""
+    """What the price is of: 'tiny ddp bf16 runs at 59% weak scaling measured at 2 GPUs;
+    reaching the 90% target' (read on with :attr:`verb` and the amount)."""
     fraction: float
     """The share of the cluster's spend: saved by the fix, or what the finding costs."""
     basis: PriceBasis
@@ -211,8 +211,13 @@ def price_advice(results: Results, at: AtScale) -> list[PricedFinding | Unpriced
     return out
 
 
-def _scaling(results: Results, t: Thresholds, tp: Throughput) -> list[PricedFinding]:
-    out = []
+def _scaling(
+    results: Results, t: Thresholds, *, at: AtScale, tp: Throughput
+) -> list[PricedFinding | Unpriced]:
+    """The measured scaling efficiency against the target the finding clears at (the
+    threshold's warn level, named as the finding names it), priced only where it is the
+    efficiency of the cluster priced: the row priced was measured at that world size."""
+    out: list[PricedFinding | Unpriced] = []
     target = t.scaling_min_efficiency_warn
     for f in results.findings:
         if f.id != "training.scaling_efficiency":
@@ -221,20 +226,30 @@ def _scaling(results: Results, t: Thresholds, tp: Throughput) -> list[PricedFind
         if not isinstance(e, int | float) or not 0 < e / 100 < target:
             continue
         mode = f.evidence.get("scaling_mode", "weak")
+        measured = f"{e / 100:.0%} {mode} scaling measured at {w} {tp.device}s"
+        if w != at.measured_at:
+            out.append(Unpriced(f.id, f.scope, _elsewhere(measured, at=at, tp=tp)))
+            continue
         out.append(
             PricedFinding(
                 finding_id=f.id,
                 scope=f.scope,
                 basis="target",
                 fraction=wasted_fraction(e / 100, target),
-                statement=(
-                    f"{tp.case} runs at {e / 100:.0%} {mode} scaling at {w} {tp.device}s; the "
-                    f"{target:.0%} the threshold asks"
-                ),
+                statement=f"{tp.case} runs at {measured}; reaching the {target:.0%} target",
                 note=f"1 - {e / 100:.3f} / {target:.2f}: the same work in that share less time",
             )
         )
     return out
+
+
+def _elsewhere(measured: str, *, at: AtScale, tp: Throughput) -> str:
+    """Why a scaling efficiency measured at another world size is not the cluster's price."""
+    how = "predicted" if at.basis == "predicted" else f"measured at {at.measured_at}"
+    return (
+        f"{measured}, not at the {at.gpus} {tp.device}s priced, which run at "
+        f"{at.efficiency:.1%} ({how}): the cost is priced at that efficiency alone"
+    )
 
 
 def _predicted(at: AtScale, tp: Throughput) -> list[PricedFinding]:
@@ -251,8 +266,8 @@ def _predicted(at: AtScale, tp: Throughput) -> list[PricedFinding]:
             basis="predicted",
             fraction=wasted_fraction(at.efficiency, target),
             statement=(
-                f"this cluster would run at {at.efficiency:.0%} weak scaling at {at.gpus} "
-                f"{tp.device}s (predicted); the {target:.0%} target{how}"
+                f"this cluster would run at {at.efficiency:.0%} weak scaling predicted at "
+                f"{at.gpus} {tp.device}s; reaching the {target:.0%} target{how}"
             ),
             note=f"1 - {at.efficiency:.3f} / {target:.2f}{error}",
         )
@@ -295,7 +310,11 @@ def _input_bound(results: Results) -> list[PricedFinding]:
 
 def price_targets(
     results: Results, at: AtScale, tp: Throughput, thresholds: Thresholds
-) -> list[PricedFinding]:
+) -> list[PricedFinding | Unpriced]:
     """The findings priced by a gap to a target: scaling efficiency (measured, predicted) and
     an input-bound loader."""
-    return [*_scaling(results, thresholds, tp), *_predicted(at, tp), *_input_bound(results)]
+    return [
+        *_scaling(results, thresholds, at=at, tp=tp),
+        *_predicted(at, tp),
+        *_input_bound(results),
+    ]

@@ -158,6 +158,8 @@ class AtScale:
     """The prediction at :attr:`gpus` (None: none made)."""
     model_error: float | None = None
     """The scaling model's largest error on this run's measured world sizes (None: not checked)."""
+    measured_at: int | None = None
+    """The world size whose measured efficiency :attr:`efficiency` is (None: predicted)."""
 
 
 def cluster_gpus(
@@ -226,6 +228,7 @@ def at_scale(results: Results, tp: Throughput, *, gpus: int, gpus_per_node: int 
             efficiency=tp.efficiency[gpus],
             basis="measured",
             source=f"measured at {gpus} {unit}",
+            measured_at=gpus,
         )
     if p is not None and row is not None:
         e = row.step.efficiency
@@ -246,5 +249,9 @@ def at_scale(results: Results, tp: Throughput, *, gpus: int, gpus_per_node: int 
         f"{gpus}; {why}"
     )
     return dataclasses.replace(
-        base, per_device=tp.per_device[w], efficiency=tp.efficiency[w], source=source
+        base,
+        per_device=tp.per_device[w],
+        efficiency=tp.efficiency[w],
+        source=source,
+        measured_at=w,
     )

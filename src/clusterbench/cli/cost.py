@@ -58,24 +58,6 @@ Exit codes: 0 priced (or nothing to price); 2 bad input (no run, no training thr
 negative, zero or non-finite price, a price file that cannot be read: one line).
 """
 
-_TEXT_COLUMNS = frozenset(
-    {
-        "offer",
-        "kind",
-        "from",
-        "finding",
-        "what",
-        "price",
-        "basis",
-        "how",
-        "cloud",
-        "on-prem",
-        "verdict",
-        "scope",
-        "why",
-        "to price the run, pass",
-    }
-)
 _ON_PREM = ("capex_per_node", "years", "power_kw_per_node", "power_price", "pue", "ops_per_year")
 
 
@@ -124,7 +106,10 @@ def _request(results: Results, options: dict[str, Any], offers: list[Offer]) -> 
     counts: dict[str, int | None] = {}
     for key in ("gpus", "nodes", "gpus_per_node"):
         raw = options[key]
-        value = parse_amount(raw) if raw is not None else None
+        try:
+            value = parse_amount(raw) if raw is not None else None
+        except ValueError as exc:
+            raise PriceError(f"{_flag(key)}: {exc}") from None
         if value is not None and (not value >= 1 or value != int(value)):
             raise PriceError(f"{_flag(key)}: must be a whole number of 1 or more, got {raw!r}")
         counts[key] = None if value is None else int(value)
@@ -264,7 +249,7 @@ def _print(table: CostTable, results: Results, written: list[Path]) -> None:
         t = Table(header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
         for i, name in enumerate(grid.header):
             justify: Literal["left", "right"] = (
-                "left" if i == 0 or name in _TEXT_COLUMNS or name.startswith("cheaper") else "right"
+                "left" if i == 0 or name in grid.text_columns else "right"
             )
             t.add_column(Text(name), justify=justify, overflow="fold")
         for row in grid.rows:

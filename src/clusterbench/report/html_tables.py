@@ -137,7 +137,10 @@ def matrix_table(matrix: Matrix) -> str:
 
 
 def grid_table(grid: Grid) -> str:
-    rows = [[(text, number_in(text)) for text in row] for row in grid.rows]
+    text = {i for i, name in enumerate(grid.header) if name in grid.text_columns}
+    rows: list[list[Cell]] = [
+        [t if i in text else (t, number_in(t)) for i, t in enumerate(row)] for row in grid.rows
+    ]
     return table(grid.header, rows, title=grid.title)
 
 

@@ -121,6 +121,9 @@ class Grid:
     fold: tuple[str, ...] = ()
     """Columns that, holding one value on every row, a narrow layout may move to the title
     (``model tiny · strategy ddp``)."""
+    text_columns: tuple[str, ...] = ()
+    """Columns of sentences: never read as a number (a note that starts with one stays text,
+    wrapped and left-aligned, not a sortable figure kept on one line)."""
 
 
 @dataclass(slots=True)

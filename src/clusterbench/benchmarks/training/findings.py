@@ -71,7 +71,8 @@ def scaling_findings(results: Results, *, warn: float, fail: float) -> list[Find
                 message=(
                     f"{_case(m)}: {mode} scaling efficiency {m.value:.1f}% at {w} "
                     f"{'GPUs' if results.run.backend == 'nccl' else 'CPU ranks'} "
-                    f"(below {100 * (fail if e < fail else warn):.0f}%)."
+                    f"(below {100 * warn:.0f}%, the target"
+                    f"{f'; under {100 * fail:.0f}% fails' if e < fail else ''})."
                 ),
                 evidence={"efficiency_pct": m.value, "world_size": w, **m.params},
                 fix=(

@@ -94,7 +94,8 @@ def throughput_grid(table: CostTable) -> Grid:
             format_value(rate),
             format_value(100 * tp.efficiency[w]),
             format_value(table.per / (rate * 3600)),
-            "measured",
+            f"measured at {w} {dev}{'s' if w > 1 else ''}"
+            + (" (priced)" if at.basis == "measured" and w == at.gpus else ""),
         )
         for w, rate in tp.per_device.items()
     ]
@@ -106,7 +107,7 @@ def throughput_grid(table: CostTable) -> Grid:
                 format_value(at.per_device),
                 format_value(100 * at.efficiency),
                 format_value(table.per / (at.per_device * 3600)),
-                at.source,
+                f"(priced) {at.source}",
             )
         )
     title = (
@@ -116,7 +117,7 @@ def throughput_grid(table: CostTable) -> Grid:
         + ("; * assumed" if at.basis == "assumed" else "")
     )
     header = (f"{dev}s", f"{tp.work}/s per {dev}", "efficiency %", f"{dev}-hours per {per}", "from")
-    return Grid(title=title, header=header, rows=rows)
+    return Grid(title=title, header=header, rows=rows, text_columns=("from",))
 
 
 def offers_grid(table: CostTable) -> Grid:
@@ -146,7 +147,7 @@ def offers_grid(table: CostTable) -> Grid:
         f"cost: per offer at {at.gpus} {tp.device}s busy {u:.0%} of the time (--utilisation); "
         f"{tp.work}/s per {tp.device} {format_value(at.per_device)} ({at.basis}); month = 730 h"
     )
-    return Grid(title=title, header=header, rows=rows)
+    return Grid(title=title, header=header, rows=rows, text_columns=("offer", "kind"))
 
 
 def on_prem_grid(table: CostTable) -> Grid | None:
@@ -162,6 +163,7 @@ def on_prem_grid(table: CostTable) -> Grid | None:
         "operations",
         header=("offer", "capex", "power", "operations", "total"),
         rows=rows,
+        text_columns=("offer",),
     )
 
 
@@ -193,6 +195,7 @@ def break_even_grid(table: CostTable) -> Grid | None:
             f"cheaper at {u:.0%}",
         ),
         rows=rows,
+        text_columns=("cloud", "on-prem", f"cheaper at {u:.0%}"),
     )
 
 
@@ -226,6 +229,7 @@ def findings_grid(table: CostTable) -> Grid | None:
             "how",
         ),
         rows=rows,
+        text_columns=("finding", "what", "price", "basis", "how"),
     )
 
 
@@ -244,6 +248,7 @@ def table_grids(table: CostTable, *, findings: bool = True) -> list[Grid]:
                 title="cost: findings with a gain, not priced",
                 header=("finding", "scope", "why"),
                 rows=[(u.finding_id, u.scope, u.reason) for u in table.unpriced],
+                text_columns=("finding", "scope", "why"),
             )
         )
     if not table.offers:
@@ -252,6 +257,7 @@ def table_grids(table: CostTable, *, findings: bool = True) -> list[Grid]:
                 title="cost: no prices given, so no money figure (nothing is assumed)",
                 header=("to price the run, pass",),
                 rows=[(line,) for line in NO_PRICES],
+                text_columns=("to price the run, pass",),
             )
         )
     return grids
