@@ -878,3 +878,10 @@ def main() -> None:
     except KeyboardInterrupt:
         typer.echo("clusterbench: interrupted", err=True)
         sys.exit(EXIT_RUN_ERROR)
+    except SystemExit:
+        # click (and typer's copy of it) ends a write to a closed pipe (| head) with exit 1
+        # after wrapping stdout in its PacifyFlushWrapper; a reader that stopped early is no
+        # failure
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            sys.exit(0)
+        raise

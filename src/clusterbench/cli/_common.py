@@ -70,10 +70,23 @@ def _split(values: list[str] | None) -> list[str]:
     return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
 
 
+class _PipeConsole(Console):
+    """A console whose reader may stop early (``| head``): that ends the command quietly with
+    exit 0, where rich's own ``on_broken_pipe`` exits 1, the code of a ``fail`` finding."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        # the interpreter's last flush at exit would meet the closed pipe again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(0)
+
+
 def _console() -> Console:
     # Logs and pipes get 80 columns by default, which wraps the tables; give them room,
     # unless COLUMNS says how wide the reader's screen is (rich reads it).
-    return Console() if sys.stdout.isatty() or os.environ.get("COLUMNS") else Console(width=120)
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return _PipeConsole()
+    return _PipeConsole(width=120)
 
 
 def _usage_error(message: str) -> typer.Exit:
