@@ -299,6 +299,14 @@ def _select(
     return selected
 
 
+def check_benchmark_names(names: Iterable[str]) -> None:
+    """ConfigError (one line, with the closest name) for a name that is no benchmark: what
+    the command line can be told before anything that measures is imported."""
+    for name in names:
+        if not _known(name):
+            _unknown_benchmark(name)
+
+
 def _known(name: str) -> bool:
     return name in {s.name for s in registry.all_benchmarks()}
 

@@ -119,3 +119,17 @@ def test_history_cost_predict_and_launch_need_no_torch(tmp_path: Path) -> None:
     code, out, err = _without_torch("analyze", str(traces), "-o", str(analysed),
                                     "--history", history)  # fmt: skip
     assert code == 0 and (analysed / "report.html").is_file(), err
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["run", "--only", "gemmm"], "unknown benchmark 'gemmm' (did you mean 'gemm'?)"),
+        (["run", "--skip", "colectives"], "unknown benchmark 'colectives'"),
+        (["run", "--suite", "quik"], "unknown suite 'quik'"),
+    ],
+)
+def test_a_mistyped_name_is_told_before_torch_is_imported(args: list[str], said: str) -> None:
+    """``run`` measures, so it imports torch, but not to say that a name is wrong."""
+    code, _, err = _without_torch(*args)
+    assert code == 2 and said in err

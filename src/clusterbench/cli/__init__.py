@@ -237,6 +237,14 @@ def run(
     ] = False,
 ) -> None:
     """Run a suite on every GPU of this node (or join torchrun/srun/mpirun) and report."""
+    from clusterbench.config import check_benchmark_names, check_suite_name
+
+    try:  # a mistyped name is told before torch and the pipeline are imported
+        check_benchmark_names([*_split(only), *_split(skip)])
+        if suite is not None:
+            check_suite_name(suite)
+    except ConfigError as exc:
+        raise _usage_error(str(exc)) from None
     from clusterbench.pipeline.start import run as run_suite
 
     if history is not None and no_history:
