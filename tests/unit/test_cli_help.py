@@ -54,3 +54,29 @@ def test_cost_help_keeps_its_price_table() -> None:
     i = lines.index("    cloud    --gpu-hour PRICE ($ per GPU-hour)")
     assert lines[i + 1].startswith("    on-prem  --capex-per-node $")
     assert lines[i + 3].startswith("    several  --prices FILE.toml")
+
+
+def _first_sentence(text: str) -> str:
+    flat = " ".join(text.split("\n\n")[0].split())
+    found = re.match(r".*?\.(?=\s|$)", flat)
+    return found.group(0) if found else flat
+
+
+@pytest.mark.parametrize("group", [[], ["history"], ["baseline"], ["import"]], ids=str)
+def test_command_lists_show_each_first_sentence_whole(group: list[str]) -> None:
+    """``clusterbench --help`` listed "Run a suite on every GPU of this node (or join..."."""
+    import click
+    import typer
+
+    out = CliRunner().invoke(app, [*group, "--help"], env={"COLUMNS": "80"}).output
+    listing = out[out.index("Commands:") :]
+    assert "..." not in listing, listing
+    command = typer.main.get_command(app)
+    ctx = click.Context(command)
+    for name in group:
+        command = command.get_command(ctx, name)  # type: ignore[attr-defined]
+    bare = "".join(listing.split())  # the wrap breaks lines at spaces and hyphens (on-prem)
+    for name in command.list_commands(ctx):  # type: ignore[attr-defined]
+        help_text = command.get_command(ctx, name).help  # type: ignore[attr-defined]
+        sentence = _first_sentence(help_text or "")
+        assert sentence and "".join(f"{name} {sentence}".split()) in bare, (name, sentence)

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from typer.core import TyperGroup
 
 from clusterbench.cli import _doctor
 from clusterbench.cli._common import (
     PlainUsage,
+    WholeSummaryGroup,
     _compare_thresholds,
     _console,
     _print_run,
@@ -522,7 +522,7 @@ show --help' and 'clusterbench history import --help' list the options.
 """
 
 
-class _HistoryGroup(TyperGroup):
+class _HistoryGroup(WholeSummaryGroup):
     """``history [SELECTOR]`` is ``history show [SELECTOR]``; ``history import`` imports."""
 
     # ctx: click's Context, which typer vendors in some versions and imports in others
@@ -813,6 +813,7 @@ def compare_runs(
 
 
 baseline_app = typer.Typer(
+    cls=WholeSummaryGroup,
     rich_markup_mode=None,
     add_completion=False,
     no_args_is_help=True,

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PlainUsage",
+    "WholeSummaryGroup",
     "_compare_thresholds",
     "_console",
     "_print_run",
@@ -42,6 +43,19 @@ class PlainUsage(typer.core.TyperCommand):
             if isinstance(param, typer.core.TyperArgument):
                 setattr(param, "display_type_rich", _no_type)  # noqa: B010
         super().format_help(ctx, formatter)
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        # the command lists (clusterbench --help) show the first sentence whole, wrapped, where
+        # click cuts it at the screen's width mid-phrase ("or join...")
+        return super().get_short_help_str(limit=sys.maxsize)
+
+
+class WholeSummaryGroup(typer.core.TyperGroup):
+    """A command group shown in its parent's list by its first sentence whole (see
+    ``PlainUsage.get_short_help_str``)."""
+
+    def get_short_help_str(self, limit: int = 45) -> str:
+        return super().get_short_help_str(limit=sys.maxsize)
 
 
 def _no_type(ctx: Any) -> str:

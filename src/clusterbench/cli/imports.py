@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from clusterbench.cli._common import PlainUsage, _print_run, _split, _usage_error, app
+from clusterbench.cli._common import (
+    PlainUsage,
+    WholeSummaryGroup,
+    _print_run,
+    _split,
+    _usage_error,
+    app,
+)
 from clusterbench.exits import EXIT_RUN_ERROR
 
 if TYPE_CHECKING:
@@ -69,8 +76,8 @@ Exit codes: 0 imported, nothing failed; 1 a test failed; 2 bad usage (the file m
 dcgmi's JSON: one line, nothing written); 3 the run folder could not be written.
 """
 
-import_app = typer.Typer(help=_IMPORT_HELP, rich_markup_mode=None, add_completion=False,
-                         no_args_is_help=True)  # fmt: skip
+import_app = typer.Typer(cls=WholeSummaryGroup, help=_IMPORT_HELP, rich_markup_mode=None,
+                         add_completion=False, no_args_is_help=True)  # fmt: skip
 app.add_typer(import_app, name="import")
 
 OutOption = Annotated[
