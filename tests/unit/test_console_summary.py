@@ -18,7 +18,7 @@ from clusterbench.report.markdown import render_markdown
 from clusterbench.report.timing import time_line
 from clusterbench.schema import Measurement, ParamValue, Results, RunInfo, ToolInfo
 from clusterbench.units import format_bytes, format_seconds
-from clusterbench.views.cells import Section, rows_layout
+from clusterbench.views.cells import Section, format_value, rows_layout
 from tests.pages import analysis
 
 
@@ -350,3 +350,20 @@ def test_rows_layout_keeps_differing_counts_as_a_column() -> None:
     layout = rows_layout(section)
     assert "ranks" in layout.header and layout.title == "collectives · best of 1 MiB–16 MiB"
     assert {layout.cells(r)[layout.header.index("ranks")] for r in section.rows} == {"2", "8"}
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "text"),
+    [(29.0, "count", "29"), (12_345.0, "count", "12,345"), (2.5, "count", "2.5"),
+     (4.0, "gen", "4"), (16.0, "lanes", "16"), (29.0, "GB/s", "29.0")],
+)  # fmt: skip
+def test_counts_are_whole_numbers(value: float, unit: str, text: str) -> None:
+    assert format_value(value, unit) == text
+
+
+def test_a_count_in_the_summary_is_no_float() -> None:
+    """The doctor's ``checks_run`` showed ``29.0``."""
+    doctor = m("doctor", "checks_run", 29.0, "count")
+    out = render(results([*collectives(), doctor]))
+    row = next(line for line in out.splitlines() if "checks_run" in line or "checks" in line)
+    assert re.search(r"\b29\b", row) and "29.0" not in row, row

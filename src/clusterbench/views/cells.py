@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 _MISSING = "-"
-_COUNT_UNITS = frozenset({"gen", "lanes"})
+_COUNT_UNITS = frozenset({"count", "gen", "lanes"})
 ROW_HEADER = ("what", "unit", "devices", "median", "min", "max", "reference", "% of ref")
 _KIND_SHORT = {"spec_peak": "spec", "link_rate": "link", "peer_median": "peers"}
 
@@ -144,11 +144,12 @@ def header_line(results: Results) -> str:
 
 
 def format_value(value: float | None, unit: str = "") -> str:
-    """Compact, without the unit: 4,273 · 793.2 · 55.4 · 0.0123 · 4 (a PCIe gen)."""
+    """Compact, without the unit: 4,273 · 793.2 · 55.4 · 0.0123 · 4 (a PCIe gen) · 29 (a
+    count: whole, a median of counts may be 2.5)."""
     if value is None:
         return _MISSING
-    if unit in _COUNT_UNITS:
-        return f"{value:g}"
+    if unit in _COUNT_UNITS and float(value).is_integer():
+        return f"{value:,.0f}"
     magnitude = abs(value)
     if magnitude >= 1000:
         return f"{value:,.0f}"
