@@ -80,3 +80,12 @@ def test_command_lists_show_each_first_sentence_whole(group: list[str]) -> None:
         help_text = command.get_command(ctx, name).help  # type: ignore[attr-defined]
         sentence = _first_sentence(help_text or "")
         assert sentence and "".join(f"{name} {sentence}".split()) in bare, (name, sentence)
+
+
+def test_ray_driver_help_names_values_plainly() -> None:
+    """``python -m clusterbench.ray --help`` showed ``<list[str]>``, ``<int>`` and ``<str>``."""
+    from clusterbench.ray._cli import app as ray_app
+
+    out = CliRunner().invoke(ray_app, ["--help"], env={"COLUMNS": "100"}).output
+    assert "--nodes N " in out and "--env KEY=VALUE " in out, out
+    assert not re.search(r"<[a-z][\w\[\], ]*>", out), out

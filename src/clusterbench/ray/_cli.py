@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from clusterbench.cli._common import PlainUsage
 from clusterbench.exits import EXIT_USAGE
 from clusterbench.job_scripts import LaunchSpec, parse_env
 
@@ -15,30 +16,44 @@ __all__ = ["app", "main"]
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
 
-@app.command()
+@app.command(cls=PlainUsage)
 def ray_run(
     run_args: Annotated[
         list[str] | None,
-        typer.Argument(help="After --: further 'clusterbench run' arguments.", show_default=False),
+        typer.Argument(
+            metavar="RUN_ARGS",
+            help="After --: further 'clusterbench run' arguments.",
+            show_default=False,
+        ),
     ] = None,
-    nodes: Annotated[int, typer.Option(help="Number of nodes.")] = 1,
+    nodes: Annotated[int, typer.Option(metavar="N", help="Number of nodes.")] = 1,
     gpus_per_node: Annotated[
-        int, typer.Option(help="Ranks per node: one GPU each (with --cpu, one CPU each).")
+        int,
+        typer.Option(metavar="N", help="Ranks per node: one GPU each (with --cpu, one CPU each)."),
     ] = 1,
     cpu: Annotated[bool, typer.Option("--cpu", help="CPU workers (gloo) instead of GPUs.")] = False,
     address: Annotated[
         str | None,
-        typer.Option(help="Ray cluster address (default: RAY_ADDRESS, or the one on this node)."),
+        typer.Option(
+            metavar="ADDRESS",
+            help="Ray cluster address (default: RAY_ADDRESS, or the one on this node).",
+        ),
     ] = None,
-    suite: Annotated[str, typer.Option(help="Suite to run.")] = "quick",
+    suite: Annotated[
+        str, typer.Option(metavar="NAME", help="quick, standard or full: the suite to run.")
+    ] = "quick",
     env: Annotated[
-        list[str] | None, typer.Option(help="KEY=VALUE for every rank, repeatable.")
+        list[str] | None,
+        typer.Option(
+            metavar="KEY=VALUE", help="An environment variable for every rank, repeatable."
+        ),
     ] = None,
     join_timeout: Annotated[
         int | None,
         typer.Option(
+            metavar="SECONDS",
             help="Seconds Ray Train has to start every worker, and then every rank to join the "
-            "run (default 300, or the run's --timeout when shorter)."
+            "run (default 300, or the run's --timeout when shorter).",
         ),
     ] = None,
 ) -> None:
