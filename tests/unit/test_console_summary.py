@@ -18,7 +18,7 @@ from clusterbench.report.markdown import render_markdown
 from clusterbench.report.timing import time_line
 from clusterbench.schema import Measurement, ParamValue, Results, RunInfo, ToolInfo
 from clusterbench.units import format_bytes, format_seconds
-from clusterbench.views.cells import Section, format_value, rows_layout
+from clusterbench.views.cells import Grid, Section, format_value, rows_layout
 from tests.pages import analysis
 
 
@@ -367,3 +367,23 @@ def test_a_count_in_the_summary_is_no_float() -> None:
     out = render(results([*collectives(), doctor]))
     row = next(line for line in out.splitlines() if "checks_run" in line or "checks" in line)
     assert re.search(r"\b29\b", row) and "29.0" not in row, row
+
+
+@pytest.mark.parametrize(
+    ("title", "named_once"),
+    [("placement: where each rank ran", True), ("where each rank ran", False)],
+)
+def test_a_section_title_is_not_repeated(title: str, named_once: bool) -> None:
+    """The console printed ``placement``, a blank line, then ``placement: where each rank
+    ran``; a first table whose title does not name the section keeps the name above it."""
+    grid = Grid(title=title, header=("rank", "node"), rows=[("0", "node1")])
+    res = results([])
+    buf = io.StringIO()
+    render_summary(analysis(res, [Section("placement", grids=[grid])]), Console(file=buf, width=80))
+    lines = buf.getvalue().splitlines()
+    at = lines.index(title)
+    assert lines[at - 1] == ""
+    if named_once:
+        assert "placement" not in lines[: at - 1] and lines[at - 2] != "", lines
+    else:
+        assert lines[at - 2] == "placement", lines

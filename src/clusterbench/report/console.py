@@ -80,8 +80,8 @@ def _print_verdict(run: RunAnalysis, console: Console) -> None:
 
 
 def _print_section(section: Section, console: Console) -> None:
-    console.print()
     if section.rows:
+        console.print()
         layout = rows_layout(section)
         console.print(Text(layout.title, style="bold"))
         columns = [
@@ -90,12 +90,21 @@ def _print_section(section: Section, console: Console) -> None:
         ]
         rows = [layout.cells(row) for row in section.rows]
         console.print(_table(columns, rows, width=console.width))
-    else:  # the rows table's title names the section; without rows, say what follows
+    elif not _first_title_names(section):
+        # the rows table's title names the section; without rows, say what follows, unless
+        # the first table's title does ("placement: where each rank ran")
+        console.print()
         console.print(Text(section.benchmark, style="bold"))
     for matrix in section.matrices:
         _print_matrix(matrix, console)
     for grid in section.grids:
         _print_grid(grid, console)
+
+
+def _first_title_names(section: Section) -> bool:
+    titles = [m.title for m in section.matrices] + [g.title for g in section.grids]
+    name = section.benchmark
+    return bool(titles) and (titles[0] == name or titles[0].startswith((f"{name}:", f"{name} ")))
 
 
 @dataclass(frozen=True, slots=True)
