@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,10 +44,25 @@ def render_runs(
     rows: Sequence[RunRow], console: Console, *, where: str, cwd: Path | None = None
 ) -> None:
     """Newest first: when, id, suite, status, hosts, GPU models, measurements, fail findings,
-    folder (relative to ``cwd`` when inside it)."""
+    folder (relative to ``cwd`` when inside it).  A folder is what one copies: never broken
+    mid-name; when the folders do not fit the table, they follow it, one line per run."""
     if not rows:
         console.print(f"No runs recorded in {where} yet.", soft_wrap=True)
         return
+    folders = [_folder(row.run_dir, cwd) for row in rows]
+    table = _runs_table(rows, where=where, folders=folders)
+    unbounded = console.options.update_width(sys.maxsize)  # its width if nothing were squeezed
+    if console.measure(table, options=unbounded).maximum <= console.width:
+        console.print(table)
+        return
+    console.print(_runs_table(rows, where=where, folders=None))
+    console.print("folders:")
+    width = max(len(row.id) for row in rows)
+    for row, folder in zip(rows, folders, strict=True):
+        console.print(Text(f"  {row.id:<{width}}  {folder}"), soft_wrap=True)
+
+
+def _runs_table(rows: Sequence[RunRow], *, where: str, folders: Sequence[str] | None) -> Table:
     table = Table(
         title=f"runs in {where}", title_justify="left", header_style="bold",
         box=None, padding=(0, 1), pad_edge=False,
@@ -57,9 +73,10 @@ def render_runs(
         table.add_column(name)
     table.add_column("meas.", justify="right")
     table.add_column("fail", justify="right")
-    table.add_column("folder", overflow="fold")  # whole, folded if need be: it is what one copies
-    for row in rows:
-        table.add_row(
+    if folders is not None:
+        table.add_column("folder", no_wrap=True)
+    for i, row in enumerate(rows):
+        cells: list[str | Text] = [
             _when(row.started),
             row.id,
             row.suite,
@@ -68,9 +85,9 @@ def render_runs(
             ", ".join(row.gpu_models) or ("CPU" if row.backend == "gloo" else "-"),
             str(row.num_measurements),
             Text(str(row.num_fail), style="bold red" if row.num_fail else ""),
-            _folder(row.run_dir, cwd),
-        )
-    console.print(table)
+        ]
+        table.add_row(*cells, *([folders[i]] if folders is not None else []))
+    return table
 
 
 def _folder(run_dir: str, cwd: Path | None) -> str:
