@@ -433,8 +433,8 @@ def test_one_row_is_priced_and_says_where_its_efficiency_comes_from(gpus: int, b
     r = _predicted_run() if basis == "predicted" else training_run({1: 1000.0, 2: 720.0})
     table = cost_table(r, CostRequest(offers=[CloudOffer(gpu_hour=PRICE)], gpus=gpus))
     assert table.at.basis == basis
-    [row] = [x for x in cost_section.throughput_grid(table).rows if "(priced)" in x[-1]]
+    [row] = [x for x in cost_section.throughput_grid(table).rows if "priced" in x[-1]]
     assert row[0].rstrip("*") == str(gpus)
     assert float(row[2]) == pytest.approx(100 * table.at.efficiency, abs=0.05)
-    said = {"measured": "measured at 2 GPUs", "assumed": "measured at 2 GPUs holds at 64"}
+    said = {"measured": "measured; priced", "assumed": "measured at 2 GPUs holds at 64"}
     assert said.get(basis, "predicted by the scaling model") in row[-1]

@@ -94,8 +94,8 @@ def throughput_grid(table: CostTable) -> Grid:
             format_value(rate),
             format_value(100 * tp.efficiency[w]),
             format_value(table.per / (rate * 3600)),
-            f"measured at {w} {dev}{'s' if w > 1 else ''}"
-            + (" (priced)" if at.basis == "measured" and w == at.gpus else ""),
+            # the GPUs column says at how many: "from" stays short enough for 80 columns
+            "measured" + ("; priced" if at.basis == "measured" and w == at.gpus else ""),
         )
         for w, rate in tp.per_device.items()
     ]
