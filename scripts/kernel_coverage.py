@@ -14,15 +14,14 @@ name is not classed as communication.
 from __future__ import annotations
 
 import argparse
-import gzip
 import re
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
+from clusterbench.analysis.trace_file import open_trace
 from clusterbench.benchmarks.attribution.kernels import classify, families_page
 
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"})
@@ -54,21 +53,12 @@ class Coverage:
         return sorted(self.unclassified.items(), key=lambda kv: -kv[1])[:n]
 
 
-def _open(path: Path) -> IO[bytes]:
-    raw = path.open("rb")
-    if raw.read(2) == b"\x1f\x8b":
-        raw.seek(0)
-        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
-    raw.seek(0)
-    return raw
-
-
 def device_times(path: Path) -> dict[tuple[str, str], float]:
     """Total µs of each (category, name) of the trace's device activities."""
     import ijson
 
     out: dict[tuple[str, str], float] = defaultdict(float)
-    with _open(path) as stream:
+    with open_trace(path) as stream:
         for e in ijson.items(stream, "traceEvents.item", use_float=True):
             if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") in DEVICE_CATS:
                 out[(str(e["cat"]), str(e.get("name", "")))] += float(e.get("dur") or 0.0)

@@ -33,7 +33,7 @@ import json
 import re
 import zlib
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -48,6 +48,7 @@ __all__ = [
     "TraceScan",
     "find_traces",
     "is_trace",
+    "open_trace",
     "read_trace",
     "scan_traces",
 ]
@@ -76,7 +77,6 @@ _LEGACY_CATS = {
 }
 """Kineto's category names before today's (libkineto/src/output_json.cpp to June 2021;
 ActivityType.cpp's ``gpu_user_Annotation`` after it), by today's name."""
-_CHUNK = 1 << 20
 
 
 class TraceError(ValueError):
@@ -218,18 +218,14 @@ def _no_trace_in(folder: Path, passed: list[Path]) -> str:
     )
 
 
-def _open(path: Path) -> IO[bytes]:
+def open_trace(path: Path) -> IO[bytes]:
+    """The file's bytes, gunzipped where it starts as a gzip does (whatever its name)."""
     raw = path.open("rb")
     if raw.read(2) == b"\x1f\x8b":
         raw.seek(0)
         return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
     raw.seek(0)
     return raw
-
-
-def _chunks(stream: IO[bytes]) -> Iterator[bytes]:
-    while chunk := stream.read(_CHUNK):
-        yield chunk
 
 
 _HEAD = 1 << 16
@@ -460,7 +456,7 @@ def is_trace(path: Path) -> bool:
     search passes over; for anything else (a gzip of text, a truncated file),
     :func:`read_trace` says what is wrong with it."""
     try:
-        with _open(path) as stream:
+        with open_trace(path) as stream:
             head = _read_head(stream)
     except (OSError, EOFError, zlib.error):
         return True
@@ -504,7 +500,7 @@ def read_trace(path: Path | str, *, default_rank: int | None = None) -> RankTrac
     path = Path(path)
     try:
         size = path.stat().st_size
-        with _open(path) as stream:
+        with open_trace(path) as stream:
             head = _read_head(stream)
             _check_head(path, head, gzipped=isinstance(stream, gzip.GzipFile))
             fields = _head_fields(head)
@@ -563,12 +559,6 @@ def _check_head(path: Path, head: bytes, *, gzipped: bool) -> None:
         return
     if b'"traceEvents"' not in head:
         raise TraceError(f"{path}: not a torch.profiler trace (no traceEvents)")
-
-
-def _prepend(head: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
-    if head:
-        yield head
-    yield from rest
 
 
 def _int(value: object) -> int | None:
