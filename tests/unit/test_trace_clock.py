@@ -176,3 +176,23 @@ def test_median_of_the_others() -> None:
     # of two ranks, the other one's
     pair = np.array([[1.0], [3.0]])
     assert whatif._median_of_others(pair).tolist() == [[3.0], [1.0]]
+
+
+@pytest.mark.parametrize("other_steps", [True, False])
+def test_a_rank_without_the_shared_collectives_is_left_out_and_said(other_steps: bool) -> None:
+    """One rank's steps are other steps, or its trace lost its collectives: the other ranks are
+    still timed among themselves (the planted straggler named) and a note names that rank."""
+    job = _Job(seed=3, num_ranks=4, straggler=2, delay_ms=4.0)
+    t = job.traces[3]
+    if other_steps:
+        t.steps = [(n + 100, start, end) for n, start, end in t.steps]
+    else:
+        keep = [i for i in range(len(t.starts)) if not t.collective[i]]
+        for name in ("starts", "ends", "kinds", "collective", "names"):
+            old = getattr(t, name)
+            setattr(t, name, type(old)(old.typecode, [old[i] for i in keep]))
+    result = trace_attribution.attribute(job.traces)
+    found = find_straggler(_results(result), min_spread_pct=5.0)
+    assert found is not None and found.rank == 2
+    (note,) = [n for n in result.notes if n[0] == "attribution.trace.not_timed"]
+    assert note[1].startswith("rank(s) 3:")

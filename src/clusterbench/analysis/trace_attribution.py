@@ -233,6 +233,23 @@ class _Timing:
     offsets: dict[int, float] = field(default_factory=dict)
     savings: dict[int, float] = field(default_factory=dict)
     fit: ClockFit | None = None
+    left_out: list[int] = field(default_factory=list)
+    """Ranks without collectives in the steps the others share: not timed against them."""
+
+
+def _sharing(
+    per_rank: list[dict[int, tuple[kineto.Collective, ...]]], group: list[int]
+) -> tuple[list[int], list[int]]:
+    """(the ranks of ``group`` that hold collectives in every step where the most ranks hold
+    them, the others): a rank whose trace has no collectives, or whose profiled steps are other
+    steps, would leave no collective matched across all the ranks."""
+    counts = Counter(n for i in group for n, cs in per_rank[i].items() if cs)
+    if not counts:
+        return group, []
+    most = max(counts.values())
+    shared = {n for n, c in counts.items() if c == most}
+    kept = [i for i in group if shared <= {n for n, cs in per_rank[i].items() if cs}]
+    return kept, [i for i in group if i not in kept]
 
 
 def _time_ranks(
@@ -247,6 +264,7 @@ def _time_ranks(
     timing = _Timing(waits=[{} for _ in traces])
     stepped = [i for i, t in enumerate(traces) if not t.windowed]
     group = stepped if len(stepped) > 1 else (list(range(num)) if not stepped else [])
+    group, timing.left_out = _sharing(per_rank, group)
     if len(group) < 2:
         return timing
     mine = [per_rank[i] for i in group]
@@ -320,6 +338,16 @@ def _notes(
                "collective matched on every rank: lateness is measured from each rank's own "
                "step start instead"),
             "" if aligned else "profile every rank over the same steps, whole (no sampling)",
+        ))  # fmt: skip
+    if timing.left_out:
+        named = ", ".join(str(traces[i].rank) for i in timing.left_out)
+        notes.append((
+            "attribution.trace.not_timed",
+            f"rank(s) {named}: no collectives in the profiled steps the other ranks share (a "
+            "trace without its collectives, or other steps profiled): left out of the matching, "
+            "the clock and the straggler; the others are timed among themselves",
+            "profile every rank over the same steps, with its device activity "
+            "(ProfilerActivity.CUDA)",
         ))  # fmt: skip
     windowed = [t for t in traces if t.windowed]
     if windowed:
