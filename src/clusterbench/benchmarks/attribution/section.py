@@ -14,7 +14,9 @@ from clusterbench.benchmarks.attribution.accum import (
     accum_curve,
     accum_statement,
 )
+from clusterbench.benchmarks.attribution.findings import find_straggler
 from clusterbench.schema import Measurement
+from clusterbench.thresholds import Thresholds
 from clusterbench.views.cells import Grid, Section, format_value, metric_cell, where
 
 __all__ = ["section"]
@@ -97,10 +99,9 @@ def _whatif_grid(ms: list[Measurement]) -> Grid | None:
         return None
     step_ms = statistics.median(steps)
     # a rank-wide fix counts the median rank without the straggler: its idle is its lateness
-    lagging = by_fix.get("straggler", {})
-    late = max(lagging, key=lambda r: lagging[r]) if lagging else None
-    if late is not None and lagging[late] < max(1.0, 0.05 * step_ms):
-        late = None
+    # the straggler as the findings name it (the same rule, not a second one)
+    named = find_straggler(ms, min_spread_pct=Thresholds().straggler_min_spread_pct)
+    late = named.rank if named is not None else None
     rows: list[tuple[str, ...]] = []
     for fix, label in _WHATIFS.items():
         found = by_fix.get(fix)
