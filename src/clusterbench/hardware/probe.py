@@ -12,6 +12,7 @@ import importlib.metadata
 import logging
 import platform
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -166,6 +167,8 @@ def _nvml_gpu(nvml: Any, index: int, root: Path) -> GpuInfo:
 
 def _torch_gpus(root: Path) -> list[GpuInfo]:
     """GPUs through torch.cuda (CUDA or ROCm) when NVML is absent; PCIe from sysfs."""
+    if _cpu_only_torch_unimported():
+        return []
     try:
         import torch
     except ImportError:
@@ -236,6 +239,8 @@ def _nccl_version(torch: Any) -> str | None:
 
 
 def _torch_versions() -> dict[str, str]:
+    if _cpu_only_torch_unimported():
+        return _torch_versions_unimported()
     try:
         import torch
     except ImportError:
@@ -289,6 +294,16 @@ def _torch_versions_unimported() -> dict[str, str]:
     found = {"torch": stated.get("__version__"), "cuda": stated.get("cuda"),
              "hip": stated.get("hip")}  # fmt: skip
     return {key: value for key, value in found.items() if value}
+
+
+def _cpu_only_torch_unimported() -> bool:
+    """Whether torch is not imported yet and its files state a build for neither CUDA nor
+    HIP: such a torch sees no GPU and has no NCCL, so importing it (seconds) would tell
+    nothing that its files do not (``info`` on a CPU machine).  Once imported, ask torch."""
+    if "torch" in sys.modules:
+        return False
+    stated = _torch_versions_unimported()
+    return "torch" in stated and "cuda" not in stated and "hip" not in stated
 
 
 def probe_versions(nvml: Any | None, *, import_torch: bool = True) -> dict[str, str]:
