@@ -13,6 +13,7 @@ from clusterbench.runtime.records import (
     End,
     Error,
     Hello,
+    Interrupted,
     MeasurementRecord,
     RankLog,
     Start,
@@ -166,6 +167,19 @@ def test_assemble_complete_run_and_torn_line(tmp_path: Path) -> None:
         fh.write('{"kind": "measu')  # a rank killed mid-write
     res = assemble_results(records=read_records(tmp_path), meta=_meta(), failures=[])
     assert res.run.status == "completed" and res.errors == [] and res.run.unfinished == []
+
+
+def test_a_benchmark_with_no_form_for_the_device_is_skipped_not_unfinished(tmp_path: Path) -> None:
+    """Interrupted in a before any rank came to b, which the device has no form of."""
+    log = RankLog(tmp_path, 0)
+    log.write(Hello(host="h", local_rank=0, device="cpu:0"))
+    log.write(Start(benchmark="a"))
+    log.write(Interrupted(benchmark="a"))
+    meta = _meta(world_size=1, not_applicable={"b": "no cpu form"})
+    res = assemble_results(records=read_records(tmp_path), meta=meta, failures=[])
+    assert res.run.status == "interrupted"
+    assert res.run.unfinished == ["a"]
+    assert res.run.skipped == {"b": "no cpu form"}
 
 
 def test_records_are_numbered_and_read_back_as_written(tmp_path: Path) -> None:

@@ -63,6 +63,9 @@ class RunMeta:
     """The plan printed before the run (``run.plan``), without where benchmarks stopped."""
     phases: dict[str, float] = field(default_factory=dict)
     """The phases the starting process timed (start, imports, plan)."""
+    not_applicable: dict[str, str] = field(default_factory=dict)
+    """Benchmarks with no form for the run's device, and why (``no cpu form``): skipped, not
+    unfinished, though the run ended before a rank came to them and said so."""
 
 
 def dedupe(records: Iterable[Record]) -> list[Record]:
@@ -101,6 +104,8 @@ def assemble_results(
         return hosts_by_rank.get(rank, flight.host if flight else meta.fallback_host)
 
     ends, starts, skipped = _progress(last_round(records))
+    for name, reason in meta.not_applicable.items():
+        skipped.setdefault(name, reason)
     culprits, waiting = _errors(records, failures, host_of=host_of, starts=starts, ends=ends,
                                 flights=flights)  # fmt: skip
     errors = with_round(_with_stacks(culprits, stacks or {}) + waiting, records)

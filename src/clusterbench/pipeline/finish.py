@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from clusterbench import registry
 from clusterbench._version import __version__
 from clusterbench.analysis.run import RunAnalysis, analyze
 from clusterbench.compare_io import compare_with, previous_runs, write_comparison
@@ -161,6 +162,7 @@ def _assembled(
         fallback_host=socket.gethostname(),
         plan=spec.plan,
         phases=spec.phases,
+        not_applicable=_not_applicable(spec),
     )
     return assemble_results(
         records=records,
@@ -171,6 +173,17 @@ def _assembled(
         interrupted=interrupted,
         running=running,
     )
+
+
+def _not_applicable(spec: RunSpec) -> dict[str, str]:
+    """The run's benchmarks that its device has no form of, with the reason a rank gives when
+    it skips them (pipeline/rank.py)."""
+    found = {name: registry.find(name) for name in spec.config.benchmarks}
+    return {
+        name: f"no {spec.device_type} form"
+        for name, bench in found.items()
+        if bench is not None and not bench.supports(spec.device_type)
+    }
 
 
 def _write_comparison(run: RunAnalysis) -> None:
