@@ -137,6 +137,40 @@ def test_ctrl_c_keeps_what_finished(tmp_path: Path) -> None:
     assert {m.rank for m in results.measurements if m.benchmark == "gemm"} == {0, 1}
 
 
+def test_ctrl_c_says_it_once_in_our_words(tmp_path: Path) -> None:
+    """Ctrl-C in memory, before the ranks came to transfer (no CPU form): torch's agent says
+    nothing ('Received 2 death signal, shutting down workers'), clusterbench says it was
+    interrupted, and transfer is skipped, not unfinished."""
+    out = tmp_path / "run-int"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "clusterbench", "run", "--device", "cpu", "--nproc", "2",
+         "--out", str(out), "--only", "memory,transfer", "--no-history",
+         "--set", "memory.repeats=1000000", "--set", "memory.size_bytes=1048576"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        ranks = out / "ranks"
+        texts = [p.read_text() for p in ranks.glob("*.jsonl")] if ranks.exists() else []
+        if len(texts) == 2 and all('"start", "rank"' in t and "memory" in t for t in texts):
+            break
+        time.sleep(0.2)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 3, stderr  # docs/getting-started.md: interrupted -> 3
+    assert "death signal" not in stdout + stderr, stderr
+    assert f"clusterbench: interrupted; results kept in {out}" in stderr, stderr
+    assert "status interrupted" in stdout
+    results = load_results(out)
+    assert results.run.status == "interrupted"
+    assert results.run.unfinished == ["memory"]
+    assert results.run.skipped["transfer"] == "no cpu form"
+    assert "Did not finish: memory\n" in stdout
+
+
 def test_joins_under_torchrun(tmp_path: Path) -> None:
     out = tmp_path / "run-torchrun"
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}

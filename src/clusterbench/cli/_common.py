@@ -173,5 +173,7 @@ def _print_run(outcome: RunOutcome, *, verbose: bool) -> None:
         console.print(f"history: {outcome.history}", soft_wrap=True)
     for line in outcome.exported:  # csv: <path>, ...
         console.print(line, soft_wrap=True, markup=False, highlight=False)
+    if results.run.status == "interrupted":  # Ctrl-C: said once, as under a launcher
+        typer.echo(f"clusterbench: interrupted; results kept in {outcome.run_dir}", err=True)
     for err in results.errors[:1]:
         typer.echo(f"clusterbench: run failed: {err.message}", err=True)

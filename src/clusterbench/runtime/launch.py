@@ -16,7 +16,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -171,19 +171,39 @@ def launch_local(
         logs_specs=logs,
     )
     start_fork_server(entrypoint.__module__)
-    elastic_logger = logging.getLogger("torch.distributed.elastic")
-    level = elastic_logger.level
-    elastic_logger.setLevel(logging.CRITICAL)  # we report failures ourselves, one line each
     try:
-        elastic_launch(config, _as_launched)(dict(os.environ), os.getcwd(), entrypoint, *args)
+        with _torch_launcher_logs_held():
+            elastic_launch(config, _as_launched)(dict(os.environ), os.getcwd(), entrypoint, *args)
     except ChildFailedError as exc:
         return [
             WorkerFailure(rank=rank, exitcode=f.exitcode, message=_failure_message(f))
             for rank, f in sorted(exc.failures.items())
         ]
-    finally:
-        elastic_logger.setLevel(level)
     return []
+
+
+_TORCH_LAUNCHER_LOGGERS = ("torch.distributed.elastic", "torch.distributed.launcher")
+
+
+@contextlib.contextmanager
+def _torch_launcher_logs_held() -> Iterator[None]:
+    """Keep torch's elastic agent and launcher from logging to the terminal what the run says
+    itself, one line each: a worker's failure, or on Ctrl-C ``Received 2 death signal,
+    shutting down workers``.  Each of their loggers sets its own level (``LOGLEVEL``, else
+    WARNING), so a level on the parent logger does not reach them; their records are stopped
+    at the parents instead, which send them nowhere (a NullHandler) and not further up."""
+    held = [logging.getLogger(name) for name in _TORCH_LAUNCHER_LOGGERS]
+    propagate = [logger.propagate for logger in held]
+    nowhere = logging.NullHandler()
+    for logger in held:
+        logger.addHandler(nowhere)
+        logger.propagate = False
+    try:
+        yield
+    finally:
+        for logger, was in zip(held, propagate, strict=True):
+            logger.removeHandler(nowhere)
+            logger.propagate = was
 
 
 def start_fork_server(worker_module: str = "clusterbench.pipeline.rank") -> None:
