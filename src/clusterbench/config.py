@@ -38,6 +38,7 @@ __all__ = [
     "RunConfig",
     "Thresholds",
     "build_run_config",
+    "check_run_config",
     "check_suite_name",
 ]
 
@@ -83,6 +84,25 @@ def check_suite_name(suite: str) -> SuiteName:
     if suite not in SUITE_NAMES:
         raise ConfigError(f"unknown suite {suite!r} (choose from {', '.join(SUITE_NAMES)})")
     return typing.cast(SuiteName, suite)
+
+
+def check_run_config(*, device: str = "auto", **options: Any) -> None:
+    """ConfigError where :func:`build_run_config` (given ``options``, all but ``device_type``)
+    refuses the command line with the same line on every device type ``device`` may turn out
+    to be: what a run can be told before torch is imported, which says the device.  A mistake
+    on one device type alone (no CPU form of the selected benchmarks) is left to the build once
+    the device is known; an unknown ``device`` is left to the check that names the choices."""
+    device_types = {"auto": ("cpu", "cuda"), "cpu": ("cpu",), "cuda": ("cuda",)}.get(device, ())
+    refusals = set()
+    for device_type in device_types:
+        try:
+            build_run_config(device_type=device_type, **options)
+        except ConfigError as exc:
+            refusals.add(str(exc))
+        else:
+            return
+    if len(refusals) == 1:
+        raise ConfigError(refusals.pop())
 
 
 def build_run_config(

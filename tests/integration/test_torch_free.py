@@ -5,6 +5,7 @@ which ``import torch`` fails, on a run folder written here, and must succeed wit
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -133,3 +134,73 @@ def test_a_mistyped_name_is_told_before_torch_is_imported(args: list[str], said:
     """``run`` measures, so it imports torch, but not to say that a name is wrong."""
     code, _, err = _without_torch(*args)
     assert code == 2 and said in err
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--set", "gemm.sizes=1"], "--set: gemm.sizes: unknown key (known: dtypes,"),
+        (["--set", "gemm.dtypes=fp7"], "--set: gemm.dtypes: input should be 'fp32',"),
+        (["--set", "gemm.warmup=-1"], "--set: gemm.warmup: warmup must be >= 0, got -1"),
+        (["--set", "gemm"], "--set 'gemm': expected SECTION.KEY=VALUE"),
+        (["--set", "gemmm.warmup=1"], "unknown benchmark 'gemmm' (did you mean 'gemm'?)"),
+        (["--set", "thresholds.outlier_mads=nan"], "thresholds.outlier_mads: must be a finite"),
+        (["--config", "{tmp}/missing.toml"], "config file not found: {tmp}/missing.toml"),
+        (["--config", "{tmp}/bad.toml"], "{tmp}/bad.toml: malformed TOML"),
+        (["--timeout", "-1"], "--timeout must be a positive number of seconds, got -1.0"),
+        (["--soak", "2x"], "--soak: '2x' is not a duration"),
+        (["--out", "{tmp}/file"], "--out {tmp}/file: cannot write there (File exists)"),
+        (["--out", "{tmp}/file/run"], "--out {tmp}/file/run: cannot write there (Not a directory)"),
+        (["--out", "{tmp}/done"], "--out {tmp}/done: already holds a run"),
+    ],
+)
+def test_a_bad_setting_or_folder_is_told_before_torch_is_imported(
+    tmp_path: Path, args: list[str], said: str
+) -> None:
+    """The same line and exit code 2 as once the device is known (tests/unit/test_cli.py),
+    told with torch unimportable: --set, --config and the flags on every device type alike,
+    and an --out that cannot be made; nothing is written."""
+    (tmp_path / "file").write_text("not a folder")
+    (tmp_path / "bad.toml").write_text("[gemm\n")
+    (tmp_path / "done").mkdir()
+    (tmp_path / "done" / "results.json").write_text("{}")
+    before = sorted(tmp_path.rglob("*"))
+    code, _, err = _without_torch("run", *(a.format(tmp=tmp_path) for a in args))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert lines[0].startswith("clusterbench: error: ") and said.format(tmp=tmp_path) in lines[0]
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write in any folder")
+def test_an_unwritable_out_is_told_before_torch_is_imported(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    code, _, err = _without_torch("run", "--out", str(locked / "run"))
+    assert code == 2 and "cannot write there (Permission denied)" in err, err
+
+
+def _cpu_only_torch() -> bool:
+    from clusterbench.hardware.probe import _torch_versions_unimported
+
+    stated = _torch_versions_unimported()
+    return "torch" in stated and "cuda" not in stated and "hip" not in stated
+
+
+@pytest.mark.skipif(not _cpu_only_torch(), reason="a CUDA or ROCm torch is asked for its GPUs")
+@pytest.mark.parametrize("args", [["info"], ["info", "--json"], ["doctor", "--fast"]])
+def test_info_and_doctor_fast_import_no_cpu_only_torch(args: list[str]) -> None:
+    """Where torch is installed but built for neither CUDA nor HIP (no GPU to see, no NCCL),
+    its version is read from its files: torch is importable here and still not imported
+    (``-X importtime`` names every module imported, also where doctor --fast ends with
+    os._exit, which leaves no sys.modules to look at)."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "clusterbench", *args],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    imported = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
+                if line.startswith("import time:")]  # fmt: skip
+    assert "clusterbench.hardware.probe" in imported
+    assert not [m for m in imported if m == "torch" or m.startswith("torch.")]
+    assert args[0] != "info" or "torch" in proc.stdout  # its version is still shown

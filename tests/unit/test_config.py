@@ -202,3 +202,18 @@ def test_training_settings_also_describe_the_attribution_workload() -> None:
     )
     assert cfg.benchmarks["attribution"].batch_size == 5
     assert cfg.benchmarks["training"].steps == 7
+
+
+def test_the_check_before_torch_leaves_a_mistake_of_one_device_type_to_the_run() -> None:
+    """``check_run_config`` tells only what every device type ``--device`` allows refuses alike:
+    transfer has no CPU form, which a GPU machine runs, so ``--device auto`` waits for torch."""
+    from clusterbench.config import check_run_config
+
+    with pytest.raises(ConfigError, match="no cpu form of transfer"):
+        build_run_config(device_type="cpu", only=["transfer"])
+    check_run_config(only=["transfer"])
+    with pytest.raises(ConfigError, match="no cpu form of transfer"):
+        check_run_config(device="cpu", only=["transfer"])
+    with pytest.raises(ConfigError, match=r"gemm\.sizes: unknown key"):
+        check_run_config(sets=["gemm.sizes=1"])
+    check_run_config(device="tpu", sets=["gemm.sizes=1"])  # the device's own check names it

@@ -237,7 +237,9 @@ def run(
     ] = False,
 ) -> None:
     """Run a suite on every GPU of this node (or join torchrun/srun/mpirun) and report."""
-    from clusterbench.config import check_benchmark_names, check_suite_name
+    from clusterbench.config import check_benchmark_names, check_run_config, check_suite_name
+    from clusterbench.pipeline.spec import check_run_dir
+    from clusterbench.runtime.launch import detect_launcher
 
     try:  # a mistyped name is told before torch and the pipeline are imported
         check_benchmark_names([*_split(only), *_split(skip)])
@@ -245,12 +247,23 @@ def run(
             check_suite_name(suite)
     except ConfigError as exc:
         raise _usage_error(str(exc)) from None
-    from clusterbench.pipeline.start import run as run_suite
-
     if history is not None and no_history:
         raise _usage_error("--history and --no-history together: choose one")
     if telemetry_interval is not None and no_telemetry:
         raise _usage_error("--telemetry-interval and --no-telemetry together: choose one")
+    try:  # so are a mistake of the config, --set and the flags, and an --out not to be made
+        check_run_config(
+            device=device, suite=suite, config_file=config, sets=set_ or [], only=_split(only),
+            skip=_split(skip), timeout_s=timeout, soak=soak, repeat=repeat,
+            telemetry=False if no_telemetry else None, telemetry_interval_s=telemetry_interval,
+            budget=budget,
+        )  # fmt: skip
+        if not plan_only and detect_launcher() is None:  # under one, rank 0 tells all ranks
+            check_run_dir(out)
+    except ConfigError as exc:
+        raise _usage_error(str(exc)) from None
+    from clusterbench.pipeline.start import run as run_suite
+
     try:
         outcome = run_suite(
             suite=suite,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import errno
+import os
 import re
 import shutil
 import socket
@@ -25,6 +27,7 @@ __all__ = [
     "MIN_FREE_BYTES_PER_WORKER",
     "FinishOptions",
     "RunSpec",
+    "check_run_dir",
     "default_run_dir",
     "finish_options",
     "min_free_bytes",
@@ -177,8 +180,7 @@ def prepare_run_dir(out: Path | str | None, *, workers: int = 1) -> Path:
     """Create the run folder; refuse one that already holds a run, cannot be written or lies
     on a disk with less than :func:`min_free_bytes` free (then nothing is created)."""
     run_dir = Path(out) if out is not None else default_run_dir()
-    if (run_dir / "results.json").exists() or (run_dir / "ranks").exists():
-        raise ConfigError(f"--out {run_dir}: already holds a run; choose another folder")
+    check_run_dir(run_dir)
     _check_free_space(run_dir, workers)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -188,6 +190,39 @@ def prepare_run_dir(out: Path | str | None, *, workers: int = 1) -> Path:
     except OSError as exc:
         raise ConfigError(f"--out {run_dir}: cannot write there ({exc.strerror})") from None
     return run_dir
+
+
+def check_run_dir(out: Path | str | None) -> None:
+    """ConfigError where :func:`prepare_run_dir` would refuse the folder whatever the number
+    of workers (it holds a run; it, or the nearest folder above it that exists, is a file or
+    cannot be written), with the same line; told without creating anything, before torch is
+    imported.  The write test of :func:`prepare_run_dir` stays the judge of the rest."""
+    run_dir = Path(out) if out is not None else default_run_dir()
+    if (run_dir / "results.json").exists() or (run_dir / "ranks").exists():
+        raise ConfigError(f"--out {run_dir}: already holds a run; choose another folder")
+    try:
+        error = _unwritable(run_dir)
+    except OSError:  # a folder we may not look into: the write test says why
+        return
+    if error is not None:
+        raise ConfigError(f"--out {run_dir}: cannot write there ({os.strerror(error)})")
+
+
+def _unwritable(run_dir: Path) -> int | None:
+    """The errno that making ``run_dir`` and writing in it would meet, else None."""
+    existing = run_dir
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():  # mkdir says EEXIST of the folder itself, ENOTDIR above it
+        return errno.EEXIST if existing == run_dir else errno.ENOTDIR
+    if os.statvfs(existing).f_flag & os.ST_RDONLY:
+        return errno.EROFS
+    if not os.access(existing, os.W_OK | os.X_OK, effective_ids=_EFFECTIVE_IDS):
+        return errno.EACCES
+    return None
+
+
+_EFFECTIVE_IDS = os.access in os.supports_effective_ids
 
 
 def _check_free_space(run_dir: Path, workers: int) -> None:
