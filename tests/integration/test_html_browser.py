@@ -75,6 +75,8 @@ class Opened:
     png: bytes
     hidden: list[str]
     """The tables beside a plot that hide columns behind a scrollbar (their first words)."""
+    toolbar_over: list[str]
+    """The plots whose toolbar covers their legend (:func:`toolbar_over_legend`)."""
 
 
 @pytest.fixture
@@ -134,6 +136,7 @@ def open_page(driver: webdriver.Chrome, path: Path, *, timeout_s: float = 120) -
     driver.execute_script("window.scrollTo(0, 0)")
     return Opened(
         hidden=hidden,
+        toolbar_over=toolbar_over_legend(driver),
         severe=[e for e in driver.get_log("browser") if e["level"] == "SEVERE"],
         requests=requests,
         plots=plots,
@@ -147,6 +150,10 @@ def assert_sound(opened: Opened, html: str) -> None:
     colours, nothing fetched from elsewhere and nothing in the file that would."""
     assert opened.severe == []
     assert opened.hidden == []  # no table beside a plot hides columns behind a scrollbar
+    # plotly's toolbar, on hover, hides no legend entry of a figure that places its legend
+    # (the tests' own figures leave theirs to plotly, right of the plot)
+    placed = {f["id"] for f in opened.blob["figures"] if "legend" in f.get("layout", {})}
+    assert [o for o in opened.toolbar_over if o.split(":")[0] in placed] == []
     assert opened.plots, "no plot on the page"
     for plot in opened.plots:
         assert plot["traces"] > 0 and plot["points"] > 0, plot
@@ -164,6 +171,28 @@ def assert_sound(opened: Opened, html: str) -> None:
     assert external_references(html) == []
     (plotly,) = plotly_in(html)  # plotly.js once, compressed: the partial bundle, unless a
     assert plotly == plotly_js(needs_full_bundle(opened.blob["figures"]))  # trace needs all
+
+
+def toolbar_over_legend(driver: webdriver.Chrome) -> list[str]:
+    """The plots whose toolbar (plotly's modebar, shown on hover) covers their legend, each as
+    'id: modebar (left, top, right, bottom) over legend (...)'."""
+    found: list[str] = driver.execute_script(
+        """function box(e) { var r = e.getBoundingClientRect();
+                             return [r.left, r.top, r.right, r.bottom].map(Math.round); }
+           function over(a, b) { return a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3]; }
+           var found = [];
+           document.querySelectorAll('div.plot').forEach(function (gd) {
+             var bar = gd.querySelector('.modebar');
+             if (!bar) return;
+             var a = box(bar);
+             gd.querySelectorAll('g.legend').forEach(function (e) {
+               var b = box(e);
+               if (over(a, b)) found.push(gd.id + ': modebar ' + a + ' over legend ' + b);
+             });
+           });
+           return found;"""
+    )
+    return found
 
 
 def as_json(plots: dict[str, list[Plot]], results: Results) -> list[dict[str, Any]]:

@@ -169,15 +169,17 @@ def axis(title: str, **extra: Any) -> dict[str, Any]:
 
 
 def layout(*, x: dict[str, Any], y: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    """The common layout: white, legend above the plot, hover per point."""
+    """The common layout: white, legend above the plot, hover per point; plotly's toolbar
+    (shown on hover) stands upright in the right margin, not across the legend above."""
     return {
         "xaxis": x,
         "yaxis": y,
         "paper_bgcolor": "#FFFFFF",
         "plot_bgcolor": "#FFFFFF",
         "font": {"family": "system-ui, sans-serif", "size": 12},
-        "margin": {"l": 70, "r": 30, "t": 50, "b": 60},
+        "margin": {"l": 70, "r": 40, "t": 50, "b": 60},
         "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
+        "modebar": {"orientation": "v"},
         "hovermode": "closest",
         "height": 420,
         **extra,
