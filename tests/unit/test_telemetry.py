@@ -604,6 +604,35 @@ def test_the_report_draws_the_series_under_the_benchmark(tmp_path: Path) -> None
     assert alone.figure == {} and "not found" in alone.notes[0]
 
 
+def test_a_benchmark_too_short_for_a_sample_draws_and_says_nothing(tmp_path: Path) -> None:
+    """doctor ends between two polls: the rank's CSV is there (gemm's samples are in it), with
+    none in doctor's window; no figure, no note that the CSV is missing."""
+    clock = Clock(1000.0)
+    s = TelemetrySampler(reader(FakeNvml(series=SERIES)), interval_s=0.1, rank=0, host="h",
+                         device="cuda:0", run_dir=tmp_path, clock=clock)  # fmt: skip
+    s.open_series()
+    s.poll()
+    clock.now = 1000.05
+    s.begin("doctor")
+    clock.now = 1000.06
+    short = s.end()
+    s.begin("gemm")
+    for poll in range(1, 4):
+        clock.now = 1000.0 + 0.1 * poll
+        s.poll()
+    clock.now += 0.01
+    long = s.end()
+    s.stop()
+    assert short.summary is None and long.summary is not None
+    assert short.series is not None and (tmp_path / short.series).is_file()
+    results = results_of(long.summary, long)
+    results.telemetry = [short, long]
+    assert telemetry_figures.figures(results, "doctor", tmp_path) == []
+    assert telemetry_figures.figures(results, "doctor", None) == []
+    [drawn] = telemetry_figures.figures(results, "gemm", tmp_path)
+    assert drawn.figure and not any("not found" in n for n in drawn.notes)
+
+
 def test_the_summary_has_a_telemetry_line_per_benchmark(tmp_path: Path) -> None:
     _, (first, _), window = sampled(tmp_path)
     assert first is not None and window.summary is not None

@@ -50,9 +50,10 @@ def _latest(windows: Sequence[TelemetryWindow]) -> list[TelemetryWindow]:
 
 
 def figures(results: Results, benchmark: str, run_dir: Path | None) -> list[Plot]:
-    """``benchmark``'s telemetry figure, or a note saying why none is drawn."""
+    """``benchmark``'s telemetry figure, or a note saying why none is drawn; nothing for a
+    benchmark too short for a sample on any GPU (its rank's CSV holds none in its window)."""
     windows = _latest([w for w in results.telemetry if w.benchmark == benchmark])
-    if not windows:
+    if not any(w.summary is not None for w in windows):
         return []
     multi_host = len({w.host for w in windows}) > 1
     table = Grid(
@@ -63,8 +64,9 @@ def figures(results: Results, benchmark: str, run_dir: Path | None) -> list[Plot
     title = f"{benchmark}: GPU telemetry"
     series = _series(windows, run_dir)
     drawn = [w for w in windows if series.get(w.rank)][:MAX_DEVICES]
-    if not drawn:
-        missing = ", ".join(sorted({w.series or "not kept" for w in windows}))
+    if not drawn:  # sampled, yet no series: the CSVs are not beside results.json
+        sampled = [w for w in windows if w.summary is not None]
+        missing = ", ".join(sorted({w.series or "not kept" for w in sampled}))
         note = f"{title}: no series to draw ({missing} not found in the run folder)"
         return [Plot(title=title, figure={}, table=table, notes=[note])]
     data: list[Trace] = []
