@@ -31,6 +31,7 @@ __all__ = [
     "declared",
     "declared_sets",
     "direction_of",
+    "is_tail",
 ]
 
 Better = Literal["higher", "lower", "none"]
@@ -55,6 +56,9 @@ class Metric:
     only_when: str = ""
     """Where the metric is emitted only under some condition ('a GPU with fp8', 'two or more
     nodes'), that condition; '' when every run of the benchmark emits it."""
+    tail: bool = False
+    """A tail of a distribution (a maximum, a 99th percentile): shown in comparisons, not
+    judged there, since its noise is that of a few extreme samples."""
     name: str = ""
     benchmark: str = ""
 
@@ -117,6 +121,12 @@ def _builtin() -> None:
     if not _BUILTIN_LOADED:
         _BUILTIN_LOADED = True
         importlib.import_module("clusterbench.catalog")
+
+
+def is_tail(m: Measurement) -> bool:
+    """Whether ``m`` is a tail figure (:attr:`Metric.tail`) of its declared metric."""
+    metric = declared(m.benchmark, m.metric)
+    return metric is not None and metric.tail
 
 
 def declared(benchmark: str, metric: str) -> Metric | None:

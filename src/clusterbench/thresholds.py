@@ -154,8 +154,14 @@ class Thresholds:
     runs' repeat samples gives p below this (both with at least 3 samples, and enough that p
     can reach it: the smallest p of n1 against n2 samples is 2 / C(n1 + n2, n1))."""
     regression_noise_sigmas: float = 3.0
-    """...and beyond the run-to-run noise: more than this many robust standard deviations
-    (1.4826 x MAD) of the figure over earlier comparable runs, when history holds 3 or more."""
+    """A metric's trend in ``history`` moved only beyond this many robust standard deviations
+    (1.4826 x MAD) of its run-to-run noise."""
+    regression_false_alarms: float = 0.01
+    """The false alarms one comparison may raise: the p-values of all its rows (the run-to-run
+    Student t test where the history holds 3 or more earlier runs, else the repeats'
+    Mann-Whitney test) pass the Benjamini-Hochberg procedure at this level, so that with
+    nothing changed the chance of any regression or improvement in a comparison is at most
+    this (Benjamini and Hochberg 1995)."""
 
     soak_drift_min_rel: float = 0.05
     """A soak's figure drifted only when its last rounds are worse than its first rounds by

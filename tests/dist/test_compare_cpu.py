@@ -76,14 +76,13 @@ def test_two_honest_reruns_of_the_quick_suite_are_no_regression(tmp_path: Path) 
 @pytest.mark.timing
 def test_workers_sharing_one_core_are_a_gemm_regression(tmp_path: Path) -> None:
     # The plant: both workers squeezed onto core 0 beside 18 spinning processes, each worker
-    # gets about 1/20 of a core where an honest one has about one.  A change counts beyond 3
-    # robust sigmas of the honest runs' figures and beyond CPU workers' 30% floor.  Measured
+    # gets about 1/20 of a core where an honest one has about one: about -90%.  A change
+    # counts beyond CPU workers' 30% floor and beyond the run-to-run noise of the honest runs'
+    # figures (a Student t test, the false alarms of the comparison held at 1%).  Measured
     # with two more processes spinning on the 2-core machine: the honest runs' spread
     # (1.4826 x MAD / median) 4% and 16% in two runs; with load that came and went between
-    # the honest runs, 27% (3 sigmas: 82%), against which 8 spinners' -79% was not enough.
-    # Twenty shares of a core make the change about -90%: 3x the widest spread seen, past
-    # its 3 sigmas and the -70% asserted.
-    honest = [tmp_path / f"h{i}" for i in range(3)]
+    # them, 27% and once 41-51%: twenty shares of a core stay beyond it.
+    honest = [tmp_path / f"h{i}" for i in range(5)]
     for out in honest:
         proc = _run(out, *GEMM)
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -106,11 +105,14 @@ def test_workers_sharing_one_core_are_a_gemm_regression(tmp_path: Path) -> None:
     assert [r for r in comparison["rows"] if r["verdict"] == "improvement"] == []
     ids = {f.id for f in load_results(squeezed).findings if f.id.startswith("regression")}
     assert ids == {f"regression.gemm.{m}" for m in EXPECTED}
-    # against the last honest run, with the history's three runs as the run-to-run noise
+    # against the last honest run, with the history's five runs as the run-to-run noise: a
+    # Student t of 4 degrees of freedom (of 2, three runs that strayed by 40% under load, as
+    # measured beside other work, leave p = 0.03 for this -96%: not beyond the false alarms
+    # held over the comparison)
     vs_run = cli("compare", str(honest[-1]), str(squeezed), "--json")
     assert vs_run.returncode == 1, vs_run.stderr
     data = json.loads(vs_run.stdout)
-    assert data["num_previous"] == 3  # every honest run is in the history
+    assert data["num_previous"] == 5  # every honest run is in the history
     bad = [r for r in data["rows"] if r["verdict"] == "regression"]
     # every figure is a regression on both squeezed workers
     flagged = {(r["metric"], r["device"]) for r in bad}

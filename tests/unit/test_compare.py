@@ -8,7 +8,7 @@ import pytest
 
 from clusterbench import catalog  # noqa: F401  (declares the built-in metrics)
 from clusterbench.analysis.compare import Comparison, ComparisonRow, compare, metadata_diff
-from clusterbench.analysis.compare_rule import robust_spread
+from clusterbench.analysis.noise import log_spread
 from clusterbench.schema import (
     GpuInfo,
     HostInfo,
@@ -102,7 +102,13 @@ def test_beyond_the_limit_and_the_noise_is_a_regression_warn_then_fail() -> None
     warn = only_row(gemm_pair(790.0, 660.0))  # -16%
     assert (warn.verdict, warn.severity, warn.direction) == ("regression", "warn", "higher")
     assert warn.change == pytest.approx(-130 / 790)
-    fail = gemm_pair(790.0, 600.0)  # -24% > regression_fail_rel
+    # -24% > regression_fail_rel, but the repeats alone never fail: a warning
+    alone = gemm_pair(790.0, 600.0)
+    assert only_row(alone).severity == "warn" and not alone.failed
+    # with three steady earlier runs (the run-to-run noise known) it fails
+    steady = [results(meas(v), run_id=f"p{i}") for i, v in enumerate((788.0, 791.0, 793.0))]
+    b = results(meas(790.0, values=samples(790.0)))
+    fail = compare(b, results(meas(600.0, values=samples(600.0)), run_id="n"), T, previous=steady)
     assert only_row(fail).severity == "fail" and fail.failed
     [finding] = fail.findings
     assert finding.id == "regression.gemm.tflops_best" and finding.severity == "fail"
@@ -150,7 +156,7 @@ def test_history_gives_the_run_to_run_noise() -> None:
     n = results(meas(700.0, values=samples(700.0)), run_id="n")
     noisy = [results(meas(v), run_id=f"p{i}") for i, v in enumerate((790.0, 640.0, 720.0, 850.0))]
     row = only_row(compare(b, n, T, previous=noisy))
-    assert row.reason == "inside_noise" and "sigma of 4 earlier runs" in row.noise
+    assert row.reason == "inside_noise" and "over 4 earlier runs" in row.noise
     steady = [results(meas(v), run_id=f"p{i}") for i, v in enumerate((788.0, 792.0, 790.0))]
     assert only_row(compare(b, n, T, previous=steady)).verdict == "regression"
     # no repeats at all: history alone decides
@@ -169,13 +175,19 @@ def test_few_earlier_runs_count_the_one_that_strayed() -> None:
     fast = results(meas(0.10, values=samples(0.10, n=10), **kw), run_id="n")
     row = only_row(compare(slow, fast, T, previous=history))
     assert row.verdict == "unchanged" and row.reason == "inside_noise", row
-    assert robust_spread([0.10, 0.065, 0.10]) == pytest.approx(0.202, abs=0.001)  # the stdev
-    # ten or more runs: the MAD alone, so one run that strayed does not widen the noise
+    logs_stdev = 0.2487  # of log(0.10), log(0.065), log(0.10)
+    assert log_spread([0.10, 0.065, 0.10]) == pytest.approx(logs_stdev, abs=0.001)
+    # ten or more alike but one: the MAD is 0, the standard deviation takes the one in
     many = [0.1] * 9 + [0.065]
-    assert robust_spread(many) == 0.0
-    # and a real change still counts beyond the wider noise: -90% against those three
+    assert 0 < log_spread(many) < logs_stdev  # type: ignore[operator]
+    # a real change counts beyond the wider noise: -90% against five runs, one that strayed;
+    # against three (a Student t of 2 degrees of freedom) it stays inside: p = 0.02 > 1%
     squeezed = results(meas(0.01, values=samples(0.01, n=10), **kw), run_id="s")
-    assert only_row(compare(fast, squeezed, T, previous=history)).verdict == "regression"
+    five = [*history, *(results(meas(v, **kw), run_id=f"q{i}") for i, v in enumerate((0.09, 0.1)))]
+    assert only_row(compare(fast, squeezed, T, previous=five)).verdict == "regression"
+    row = only_row(compare(fast, squeezed, T, previous=history))
+    assert row.verdict == "unchanged" and row.reason == "inside_noise", row
+    assert row.p_value == pytest.approx(0.023, abs=0.002)
 
 
 def test_direction_latency_up_is_worse_and_unit_floor_applies() -> None:
@@ -332,7 +344,7 @@ def test_changes_with_unknown_noise_are_counted_apart_listed_and_named_in_the_he
     assert "No regressions." not in out and "-69.0%" not in out.replace("−", "-")
     assert "No regressions beyond the noise, but 1 change(s) beyond the practical limit with " \
            "the noise unknown, 1 of them worse (--all lists them)" in out  # fmt: skip
-    assert "1 unchanged: 1 within the practical limit" in out
+    assert "Not listed: 1 unchanged (1 within the practical limit), 1 noise unknown" in out
     listed = printed(show_all=True).replace("−", "-")
     assert "-69.0%" in listed and "noise unknown" in listed and "(listed above)" in listed
     md = comparison_markdown(c)

@@ -64,19 +64,36 @@ def test_bad_input_is_one_line_exit_2(files: dict[str, Path], args: list[str], t
     assert result.stdout == ""
 
 
-def test_compare_exit_codes_and_json(files: dict[str, Path]) -> None:
+def test_compare_exit_codes_and_json(tmp_path: Path, files: dict[str, Path]) -> None:
+    from clusterbench.history_db import open_history
+
     same = invoke("compare", str(files["base"]), str(files["base"]))
-    assert same.exit_code == 0 and "No regressions." in same.stdout
-    slow = invoke("compare", str(files["base"]), str(files["slow"]))
-    assert slow.exit_code == 1, slow.output
-    assert "regression (fail)" in slow.stdout and "regression.gemm.tflops_best" not in slow.stdout
-    assert "gemm.tflops_best worse than run r" in slow.stdout
-    as_json = invoke("compare", str(files["base"]), str(files["slow"]), "--json")
-    data = json.loads(as_json.stdout)
+    assert same.exit_code == 0
+    assert "Verdict: no regression beyond the noise (false alarms held at 1% over 1 judged" \
+        in same.stdout  # fmt: skip
+    # -24% judged by the repeats alone: a warning, never a fail without earlier runs
+    slow = invoke("compare", str(files["base"]), str(files["slow"]), "--no-history")
+    assert slow.exit_code == 0, slow.output
+    assert "Verdict: WARN, 1 regression (0 fail) in gemm" in slow.stdout
+    assert "regression (warn)" in slow.stdout and "regression.gemm.tflops_best" not in slow.stdout
+    listed = invoke("compare", str(files["base"]), str(files["slow"]), "--no-history", "--all")
+    assert "gemm.tflops_best worse than run r" in listed.stdout
+    # three steady earlier runs give the run-to-run noise: now a fail, exit 1
+    db = tmp_path / "h.sqlite"
+    with open_history(db) as history:
+        for i, v in enumerate((788.0, 792.0, 790.0)):
+            earlier = results(meas(v), run_id=f"p{i}")
+            earlier.run.started = f"2026-11-2{i}T00:00:00+00:00"
+            history.record(earlier, tmp_path / f"p{i}")
+    judged = ("compare", str(files["base"]), str(files["slow"]), "--history", str(db))
+    fail = invoke(*judged)
+    assert fail.exit_code == 1, fail.output
+    assert "Verdict: FAIL, 1 regression (1 fail) in gemm" in fail.stdout
+    assert "regression (fail)" in fail.stdout
+    data = json.loads(invoke(*judged, "--json").stdout)
     assert [r["verdict"] for r in data["rows"]] == ["regression"]
     assert data["findings"][0]["id"] == "regression.gemm.tflops_best"
-    looser = invoke("compare", str(files["base"]), str(files["slow"]),
-                    "--set", "thresholds.regression_fail_rel=0.5")  # fmt: skip
+    looser = invoke(*judged, "--set", "thresholds.regression_fail_rel=0.5")
     assert looser.exit_code == 0 and "regression (warn)" in looser.stdout
 
 
@@ -127,8 +144,10 @@ def test_runs_named_by_the_ids_the_history_prints(tmp_path: Path) -> None:
         for r in (fast, slow, base):
             history.record(r, tmp_path / r.run.id)
     result = invoke("compare", "before", "week", "--history", str(db), "--json")
-    assert result.exit_code == 1, result.output  # the newest 'week', the slow one
-    assert json.loads(result.stdout)["new"]["started"] == "2026-12-08T10:00:00+00:00"
+    assert result.exit_code == 0, result.output  # two earlier runs: a warning at most
+    data = json.loads(result.stdout)
+    assert data["new"]["started"] == "2026-12-08T10:00:00+00:00"  # the newest 'week', the slow one
+    assert [(r["verdict"], r["severity"]) for r in data["rows"]] == [("regression", "warn")]
     result = invoke("compare", "nosuch", "week", "--history", str(db))
     assert result.exit_code == 2
     assert result.stderr.strip() == (

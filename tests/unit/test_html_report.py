@@ -440,7 +440,8 @@ def test_the_comparison_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setitem(
         registry._REGISTRY, "gemm", dataclasses.replace(registry.get("gemm"), figures=against_base)
     )
-    result = _invoke("report", str(base), str(new), "--no-history")
+    db = _steady_history(tmp_path)
+    result = _invoke("report", str(base), str(new), "--history", str(db))
     assert result.exit_code == 0, result.output  # the page is written whatever the verdicts
     assert result.stdout.strip() == str(new / "comparison.html")
     page = parse_page((new / "comparison.html").read_text())
@@ -463,13 +464,28 @@ def test_the_comparison_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert bases[-1] is None  # a baseline has no measurements to draw
 
 
+def _steady_history(tmp_path: Path) -> Path:
+    """A history of three earlier runs within 1% of each other (the run-to-run noise)."""
+    from clusterbench.history_db import open_history
+
+    db = tmp_path / "history.sqlite"
+    with open_history(db) as history:
+        for i, v in enumerate((788.0, 792.0, 790.0)):
+            earlier = results(meas(v), run_id=f"p{i}")
+            earlier.run.started = f"2026-11-2{i}T00:00:00+00:00"
+            history.record(earlier, tmp_path / f"p{i}")
+    return db
+
+
 def test_the_comparison_page_is_judged_by_the_thresholds_given(tmp_path: Path) -> None:
-    """A 24% drop is a fail under the built-in regression_fail_rel (20%), a warn at 50%."""
+    """A 24% drop with the run-to-run noise known is a fail under the built-in
+    regression_fail_rel (20%), a warn at 50%."""
     base = _run_folder(tmp_path / "base", results(meas(790.0, values=samples(790.0))))
     new = _run_folder(tmp_path / "new", results(meas(600.0, values=samples(600.0))))
+    db = _steady_history(tmp_path)
     verdicts = []
     for extra in ([], ["--set", "thresholds.regression_fail_rel=0.5"]):
-        result = _invoke("report", str(base), str(new), "--no-history", *extra)
+        result = _invoke("report", str(base), str(new), "--history", str(db), *extra)
         assert result.exit_code == 0, result.output
         changed = parse_page((new / "comparison.html").read_text()).table_titled(
             "Figures that changed"

@@ -4,9 +4,10 @@
 :class:`BaselineEntry` per (benchmark, metric, unit, params, GPU model or device kind): the
 median, the MAD and the count of the figures, with their sources.  :func:`compare_baseline`
 judges every figure of a run against its entry with the rule of
-:mod:`~clusterbench.analysis.compare_rule`: beyond the practical limit and beyond
-``regression_noise_sigmas`` x the entry's robust spread (1.4826 x MAD / median) when it holds
-3 or more figures, else beyond the run-to-run noise of earlier runs, else the noise is unknown.
+:mod:`~clusterbench.analysis.compare_rule`: beyond the practical limit and beyond the noise, a
+Student t test against the entry's robust spread (1.4826 x MAD / median) when it holds 3 or
+more figures, else against the run-to-run noise of earlier runs, else the noise is unknown;
+the false alarms of all rows held together (``regression_false_alarms``).
 The built-in baseline (``kind="builtin"``) holds known-good figures of healthy GPUs: there the
 practical limit below the figure is the rule.
 """
@@ -34,8 +35,8 @@ from clusterbench.analysis.compare import (
     regression_findings,
     run_ref,
 )
-from clusterbench.analysis.compare_rule import MAD_TO_SIGMA, Judged, judge
-from clusterbench.metrics import Direction, direction_of
+from clusterbench.analysis.compare_rule import MAD_TO_SIGMA, Judged, control_false_alarms, judge
+from clusterbench.metrics import Direction, direction_of, is_tail
 from clusterbench.schema import Measurement, ParamValue, Results, one_round
 from clusterbench.thresholds import Thresholds
 
@@ -179,6 +180,7 @@ def compare_baseline(
         by_figure[(e.benchmark, e.metric, e.unit, e.model)].append(e)
     rows: list[ComparisonRow] = []
     used: set[int] = set()
+    matched: list[tuple[Measurement, BaselineEntry, list[float]]] = []
     for key, m in index_measurements(new, "host").items():
         model = _model(new, m)
         entry = _best_entry(by_figure.get((m.benchmark, m.metric, m.unit, model), []), m, model)
@@ -187,10 +189,16 @@ def compare_baseline(
                 rows.append(_baseline_row(m, model=model, verdict="new"))
             continue
         used.add(id(entry))
-        earlier = history.values(key, benchmark=m.benchmark, like=new)
-        rows.append(
-            _judged_row(m, entry, baseline=baseline, thresholds=thresholds, history=earlier)
-        )
+        matched.append((m, entry, history.values(key, benchmark=m.benchmark, like=new)))
+    judged = [
+        _judge(m, entry, baseline=baseline, thresholds=thresholds, history=earlier)
+        for m, entry, earlier in matched
+    ]
+    held = control_false_alarms(judged, thresholds.regression_false_alarms)
+    rows += [
+        _judged_row(m, entry, j, baseline=baseline)
+        for (m, entry, _), j in zip(matched, held, strict=True)
+    ]
     models = sorted({_model(new, m) for m in new.measurements})
     if fleet:
         rows += [
@@ -201,6 +209,7 @@ def compare_baseline(
         base=RunRef(kind="builtin" if not fleet else "baseline", id=baseline.name),
         new=run_ref(new),
         num_previous=len(previous),
+        false_alarms=thresholds.regression_false_alarms,
         rows=rows,
         findings=regression_findings(rows, metadata=[], against=against, metadata_known=False),
         note=_note(baseline, rows, models),
@@ -217,27 +226,32 @@ def _best_entry(
     return max(found, key=lambda e: (e.params_match == "exact", len(e.params)))
 
 
-def _judged_row(
+def _judge(
     m: Measurement,
     entry: BaselineEntry,
     *,
     baseline: Baseline,
     thresholds: Thresholds,
     history: list[float],
-) -> ComparisonRow:
-    direction = entry.better or direction_of(m)
-    judged: Judged = judge(
+) -> Judged:
+    return judge(
         base=entry.median,
         new=m.value,
         unit=m.unit,
         device=m.device,
-        direction=direction,
+        direction=entry.better or direction_of(m),
         thresholds=thresholds,
         history=history,
         spread=entry.spread,
         spread_count=entry.count,
         known_good=baseline.kind == "builtin",
+        tail=is_tail(m),
     )
+
+
+def _judged_row(
+    m: Measurement, entry: BaselineEntry, judged: Judged, *, baseline: Baseline
+) -> ComparisonRow:
     noise = judged.noise
     if baseline.kind == "builtin" and entry.sources:
         noise = f"{noise}; known-good: {entry.sources[0]}"
@@ -251,7 +265,7 @@ def _judged_row(
         p_value=judged.p_value,
         noise=noise,
         reason=judged.reason,
-        direction=direction,
+        direction=entry.better or direction_of(m),
     )
 
 

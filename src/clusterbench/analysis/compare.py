@@ -23,9 +23,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from clusterbench.analysis.compare_metadata import MetadataChange, fix_hint, metadata_diff
-from clusterbench.analysis.compare_rule import Reason, Verdict, judge
+from clusterbench.analysis.compare_rule import (
+    MIN_RUNS,
+    Judged,
+    Reason,
+    Verdict,
+    control_false_alarms,
+    judge,
+)
+from clusterbench.analysis.noise import KindSpread, group_spread
 from clusterbench.benchmarks.gemm import GemmMetrics
-from clusterbench.metrics import Direction, Metric, direction_of
+from clusterbench.metrics import Direction, Metric, direction_of, is_tail
 from clusterbench.schema import Finding, Measurement, ParamValue, Results, Severity, one_round
 from clusterbench.thresholds import Thresholds
 
@@ -84,7 +92,11 @@ class ComparisonRow(_Frozen):
     direction: Direction | None = Field(default=None, description="which way is better")
     verdict: Verdict
     severity: Literal["warn", "fail"] | None = None
-    p_value: float | None = Field(default=None, description="Mann-Whitney, two-sided")
+    p_value: float | None = Field(
+        default=None,
+        description="two-sided p of the test that judged it: run-to-run Student t where the "
+        "history holds 3 or more earlier runs, else the repeats' Mann-Whitney",
+    )
     noise: str = Field(default="", description="how the noise was judged, or why not")
     reason: Reason | None = Field(
         default=None,
@@ -104,6 +116,11 @@ class Comparison(_Frozen):
     new: RunRef
     match: Match = "host"
     num_previous: int = Field(default=0, description="earlier runs used for run-to-run noise")
+    false_alarms: float | None = Field(
+        default=None,
+        description="the level the false alarms of all rows were held at "
+        "(thresholds.regression_false_alarms, Benjamini-Hochberg)",
+    )
     rows: list[ComparisonRow] = Field(default_factory=list)
     metadata: list[MetadataChange] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
@@ -157,15 +174,30 @@ def compare(
     base_index = index_measurements(base, match)
     new_index = index_measurements(new, match)
     history = EarlierRuns.of(previous, match=match)
+    earlier = {
+        key: history.values(key, benchmark=m.benchmark, like=new)
+        for key, m in new_index.items()
+        if key in base_index
+    }
+    kinds = kind_spreads(earlier)
     rows: list[ComparisonRow] = []
+    pairs: list[tuple[Measurement, Measurement, str | None, Judged]] = []
+    keys: list[_Key] = []
     for key, m in new_index.items():
         gpu = device_model(new, m.host, m.device) if match == "gpu" else None
         b = base_index.get(key)
         if b is None:
             rows.append(_row(m, verdict="new", gpu=gpu, new=m.value))
             continue
-        earlier = history.values(key, benchmark=m.benchmark, like=new)
-        rows.append(_pair(b, m, thresholds=thresholds, history=earlier, gpu=gpu))
+        judged = _judge_pair(b, m, thresholds, history=earlier[key], kind=kinds.get(_kind(key)))
+        pairs.append((b, m, gpu, judged))
+        keys.append(key)
+    held = control_false_alarms(
+        [j for *_, j in pairs],
+        thresholds.regression_false_alarms,
+        families=[_kind(k) for k in keys],
+    )
+    rows += [_pair_row(b, m, j, gpu=gpu) for (b, m, gpu, _), j in zip(pairs, held, strict=True)]
     for key, b in base_index.items():
         if key not in new_index:
             gpu = device_model(base, b.host, b.device) if match == "gpu" else None
@@ -176,32 +208,57 @@ def compare(
         new=run_ref(new),
         match=match,
         num_previous=len(previous),
+        false_alarms=thresholds.regression_false_alarms,
         rows=rows,
         metadata=metadata,
         findings=regression_findings(rows, metadata=metadata, against=f"run {base.run.id}"),
     )
 
 
-def _pair(
+def _kind(key: _Key) -> _Key:
+    """A figure's kind: its key without the params and the occurrence (one metric on one
+    device)."""
+    return (*key[:3], *key[4:-1])
+
+
+def kind_spreads(earlier: dict[_Key, list[float]]) -> dict[_Key, KindSpread]:
+    """The run-to-run spread of each kind of figure over the earlier runs
+    (:func:`~clusterbench.analysis.noise.group_spread`; kinds without enough runs left out)."""
+    by_kind: dict[_Key, list[list[float]]] = defaultdict(list)
+    for key, values in earlier.items():
+        by_kind[_kind(key)].append(values)
+    out = {}
+    for kind, histories in by_kind.items():
+        spread = group_spread(histories, min_values=MIN_RUNS)
+        if spread is not None:
+            out[kind] = spread
+    return out
+
+
+def _judge_pair(
     b: Measurement,
     m: Measurement,
-    *,
     thresholds: Thresholds,
+    *,
     history: list[float],
-    gpu: str | None,
-) -> ComparisonRow:
-    direction = direction_of(m)
-    judged = judge(
+    kind: KindSpread | None,
+) -> Judged:
+    return judge(
         base=b.value,
         new=m.value,
         unit=m.unit,
         device=m.device,
-        direction=direction,
+        direction=direction_of(m),
         thresholds=thresholds,
         base_samples=_samples(b),
         new_samples=_samples(m),
         history=history,
+        kind_spread=kind,
+        tail=is_tail(m),
     )
+
+
+def _pair_row(b: Measurement, m: Measurement, judged: Judged, *, gpu: str | None) -> ComparisonRow:
     return _row(
         m,
         verdict=judged.verdict,
@@ -214,7 +271,7 @@ def _pair(
         p_value=judged.p_value,
         noise=judged.noise,
         reason=judged.reason,
-        direction=direction,
+        direction=direction_of(m),
     )
 
 

@@ -1,8 +1,9 @@
-"""A comparison of two runs (or a run and a baseline): console table and markdown.
+"""A comparison of two runs (or a run and a baseline): console and markdown.
 
-Rows that changed, appeared or disappeared are shown (regressions first), the unchanged ones
-counted (``show_all`` lists them too); then the regression findings with their fix and what
-changed in the runs' metadata.
+In the terminal: the verdict in one line, the regressions grouped by benchmark (at most ten
+rows each, worst first) and the rest counted; ``show_all`` lists every row with its noise and
+the regression findings.  Then what changed in the runs' metadata.  The markdown lists every
+changed row.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from clusterbench.schema import ParamValue
 from clusterbench.units import format_bytes
 from clusterbench.views.cells import format_value, sorted_findings
 
-__all__ = ["comparison_markdown", "render_comparison", "row_cells"]
+__all__ = ["comparison_markdown", "render_comparison", "rest_line", "row_cells", "verdict_line"]
 
 HEADER = ("figure", "params", "where", "unit", "base", "new", "change", "verdict", "noise")
 _ORDER = {"regression": 0, "improvement": 1, "new": 2, "missing": 3, "unchanged": 4}
@@ -57,7 +58,7 @@ _REASONS = {
     "within_limit": "within the practical limit",
     "inside_noise": "beyond it but inside the noise",
     "noise_unknown": "beyond it with the noise unknown",
-    "not_judged": "not judged (no better side)",
+    "not_judged": "not judged (no better side, or a tail)",
 }
 
 
@@ -159,45 +160,118 @@ def row_cells(r: ComparisonRow, c: Comparison) -> tuple[str, ...]:
 _CONSOLE_HEADER = ("figure", "where", "base", "new", "change", "verdict", "noise")
 
 
+GROUP_ROWS = 10
+"""Regressions listed per benchmark by default (worst first; ``--all`` lists every row)."""
+
+
+def verdict_line(c: Comparison) -> str:
+    """One sentence: the regressions (how many fail, in which benchmarks), or none, and how
+    the false alarms were held."""
+    regressions = [r for r in c.rows if r.verdict == "regression"]
+    judged = sum(r.p_value is not None for r in c.rows)
+    level = f"{c.false_alarms * 100:g}%" if c.false_alarms is not None else ""
+    held = f"false alarms held at {level} over {judged} judged rows" if judged and level else ""
+    if not regressions:
+        text = "no regression beyond the noise"
+        return f"Verdict: {text} ({held})" if held else f"Verdict: {text}"
+    fail = sum(r.severity == "fail" for r in regressions)
+    benchmarks = sorted({r.benchmark for r in regressions})
+    word = "FAIL" if fail else "WARN"
+    count = f"{len(regressions)} regression" + ("s" if len(regressions) > 1 else "")
+    return f"Verdict: {word}, {count} ({fail} fail) in {', '.join(benchmarks)}" + (
+        f"; {held}" if held else ""
+    )
+
+
+def rest_line(c: Comparison) -> str:
+    """The rows a default listing leaves out, counted: 'Not listed: 3 improvement, 1 new,
+    575 unchanged (...)' ('' when it leaves out none)."""
+    counts = c.counts()
+    unknown = sum(_unknown(r) for r in c.rows)
+    counts["unchanged"] -= unknown
+    parts = []
+    for verdict, n in counts.items():
+        if verdict == "regression" or not n:
+            continue
+        if verdict == "unchanged":
+            parts.append(unchanged_line(c).replace(" unchanged: ", " unchanged (", 1) + ")")
+        else:
+            parts.append(f"{n} {verdict}")
+    if unknown:
+        parts.append(f"{unknown} noise unknown")
+    return "Not listed: " + ", ".join(parts) + "; --all lists them" if parts else ""
+
+
 def render_comparison(
     c: Comparison, console: Console, *, show_all: bool = False, findings: bool = True
 ) -> None:
-    """The comparison as tables and lines in the terminal (``findings`` False: the regression
-    findings are printed elsewhere, e.g. with the run's)."""
+    """The comparison in the terminal: the header and the verdict; then by default the
+    regressions grouped by benchmark (at most :data:`GROUP_ROWS` each, worst first) and a
+    count of the rest; ``show_all`` lists every row with its noise and the findings
+    (``findings`` False: the regression findings are printed elsewhere, e.g. with the run's)."""
     console.print(Text(header_line(c), style="bold"), soft_wrap=True)
     if c.note:
         console.print(c.note, soft_wrap=True)
     if not c.rows:
         return
-    rows = shown_rows(c, show_all=show_all)
-    if rows:
-        console.print(_console_table(rows, c))
-    console.print(Text("rows: ", style="bold") + Text(counts_line(c)))
-    if c.count("unchanged"):
-        hidden = "" if show_all else " (--all lists them)"
-        console.print(unchanged_line(c) + hidden, soft_wrap=True)
-    if findings:
-        print_findings(
-            c.findings, console, title="Regressions", none=no_regressions_line(c, show_all=show_all)
-        )
-    elif c.findings:
+    console.print(Text(verdict_line(c), style="bold"), soft_wrap=True)
+    if show_all:
+        console.print(_console_table(shown_rows(c, show_all=True), c, noise=True))
+        console.print(Text("rows: ", style="bold") + Text(counts_line(c)))
+        if findings:
+            print_findings(c.findings, console, title="Regressions",
+                           none=no_regressions_line(c, show_all=True))  # fmt: skip
+    else:
+        _print_groups(c, console)
+        rest = rest_line(c)
+        if rest:
+            console.print(rest, soft_wrap=True)
+        if not c.findings and any(_unknown(r) for r in c.rows):
+            console.print(no_regressions_line(c), soft_wrap=True)
+        fixes = dict.fromkeys(f.fix for f in c.findings if f.fix)
+        for fix in fixes if findings else ():
+            console.print(Text("fix: ", style="bold") + Text(fix), soft_wrap=True)
+    if not findings and c.findings:
         console.print(f"Regressions: {severity_counts(c.findings)} (with the findings above)")
     _print_metadata(c, console)
 
 
-def _console_table(rows: list[ComparisonRow], c: Comparison) -> Table:
+def _print_groups(c: Comparison, console: Console) -> None:
+    """The regressions by benchmark, worst benchmark first, at most :data:`GROUP_ROWS` rows
+    each (fail before warn, then the largest change), 'and N more' below."""
+    groups: dict[str, list[ComparisonRow]] = {}
+    for r in c.rows:
+        if r.verdict == "regression":
+            groups.setdefault(r.benchmark, []).append(r)
+
+    def worst(r: ComparisonRow) -> tuple[int, float]:
+        return (0 if r.severity == "fail" else 1, -abs(r.change or 0.0))
+
+    for benchmark, rows in sorted(groups.items(), key=lambda g: min(map(worst, g[1]))):
+        rows.sort(key=worst)
+        fail = sum(r.severity == "fail" for r in rows)
+        title = f"{benchmark}: {len(rows)} regression" + ("s" if len(rows) > 1 else "")
+        console.print(Text(f"{title} ({fail} fail)", style="bold red"))
+        console.print(_console_table(rows[:GROUP_ROWS], c, noise=False))
+        if len(rows) > GROUP_ROWS:
+            console.print(f"  and {len(rows) - GROUP_ROWS} more (--all lists them)")
+
+
+def _console_table(rows: list[ComparisonRow], c: Comparison, *, noise: bool) -> Table:
     # The figure and its params share a cell (unit in brackets), the noise note wraps: the
     # numbers and the verdict stay on one line each.
     table = Table(header_style="bold", box=box.SIMPLE_HEAD)
-    for name in _CONSOLE_HEADER:
+    header = _CONSOLE_HEADER if noise else _CONSOLE_HEADER[:-1]
+    for name in header:
         wraps = name in ("figure", "noise")
         justify: Literal["left", "right"] = "right" if name in ("base", "new", "change") else "left"
         table.add_column(name, justify=justify, no_wrap=not wraps, ratio=3 if wraps else None)
     for r in rows:
-        name, params, where, unit, base, new, change, verdict, noise = row_cells(r, c)
+        name, params, where, unit, base, new, change, verdict, note = row_cells(r, c)
         figure = f"{name} [{unit}]" + (f" {params}" if params else "")
         verdict_text = Text(verdict, style=_VERDICT_STYLE[r.verdict])
-        table.add_row(Text(figure), Text(where), base, new, change, verdict_text, Text(noise))
+        cells: list[Text | str] = [Text(figure), Text(where), base, new, change, verdict_text]
+        table.add_row(*cells, *([Text(note)] if noise else []))
     return table
 
 

@@ -68,8 +68,10 @@ class CollectivesMetrics(MetricSet, benchmark="collectives"):
     algbw = Metric("GB/s", "higher", "algorithm bandwidth S / t (nccl-tests algbw)")
     busbw = Metric("GB/s", "higher", "bus bandwidth algbw x F, comparable with the link rate")
     latency_us = Metric("us", "lower", "time of one op, the mean over the group's ranks")
-    latency_max_us = Metric("us", "lower", "time of one op on the group's slowest rank")
-    latency_p99_us = Metric("us", "lower", "99th percentile of the per-op times (blocking mode)")
+    latency_max_us = Metric("us", "lower", "time of one op on the group's slowest rank", tail=True)
+    latency_p99_us = Metric(
+        "us", "lower", "99th percentile of the per-op times (blocking mode)", tail=True
+    )
     num_wrong = Metric(
         "count", "none", "wrong output elements over the size sweep (nccl-tests #wrong; any fails)"
     )
