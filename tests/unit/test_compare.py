@@ -342,8 +342,8 @@ def test_changes_with_unknown_noise_are_counted_apart_listed_and_named_in_the_he
 
     out = printed()
     assert "No regressions." not in out and "-69.0%" not in out.replace("−", "-")
-    assert "No regressions beyond the noise, but 1 change(s) beyond the practical limit with " \
-           "the noise unknown, 1 of them worse (--all lists them)" in out  # fmt: skip
+    assert "Verdict: no regression beyond the noise, but 1 change(s) beyond the practical " \
+           "limit with the noise unknown, 1 of them worse" in out  # fmt: skip
     assert "Not listed: 1 unchanged (1 within the practical limit), 1 noise unknown" in out
     listed = printed(show_all=True).replace("−", "-")
     assert "-69.0%" in listed and "noise unknown" in listed and "(listed above)" in listed

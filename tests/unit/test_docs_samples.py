@@ -53,6 +53,18 @@ SHAPES: dict[str, re.Pattern[str]] = {
     "Skipped: ": re.compile(r"Skipped: [\w.-]+: .+"),
     "Did not finish: ": re.compile(r"Did not finish: [\w.-]+(, [\w.-]+)*"),
     "results: ": re.compile(r"results: .+"),
+    "compare ": re.compile(
+        r"compare (run \S+ \([\w-]+(, [^)]+)?\)|fleet baseline \S+|the built-in baseline) -> "
+        r"run \S+ \([\w-]+(, [^)]+)?\) · matched by (host and device|GPU index and model) · "
+        r"\d+ earlier runs? in the history( \(the run-to-run noise needs \d+\))?"
+    ),
+    "Verdict: ": re.compile(
+        r"Verdict: (no regression beyond the noise(, but \d+ change\(s\) beyond the practical "
+        r"limit with the noise unknown, \d+ of them worse: 3 or more earlier runs in the "
+        r"history judge them)?|(FAIL|WARN), \d+ regressions? \(\d+ fail\) in [\w, ]+)"
+        r"(( \(|; )false alarms held at [\d.]+% over \d+ judged rows\)?)?"
+    ),
+    "Not listed: ": re.compile(r"Not listed: \d+ .+; --all lists them"),
 }
 """The start of a fixed-form line -> the whole (unwrapped) line's shape today."""
 _NOTES = re.compile(r"^\d+ notes? ")
@@ -162,7 +174,30 @@ def today() -> list[tuple[str, str]]:
     buf = io.StringIO()
     render_summary(run, Console(file=buf, width=80, color_system=None))
     quiet_lines = [*buf.getvalue().splitlines(), "results: r.json"]
-    return fixed_lines(acted) + fixed_lines(verbose) + fixed_lines(quiet_lines)
+    return fixed_lines(acted) + fixed_lines(verbose) + fixed_lines(quiet_lines) + compared()
+
+
+def compared() -> list[tuple[str, str]]:
+    """The fixed-form lines of today's comparisons: no change with three earlier runs, a
+    regression they judge, and changes whose noise is unknown."""
+    from clusterbench.analysis.compare import compare
+    from clusterbench.report.compare import render_comparison
+    from clusterbench.thresholds import Thresholds
+    from tests.unit.test_compare import meas, results, samples
+
+    steady = [results(meas(v), run_id=f"p{i}") for i, v in enumerate((788.0, 792.0, 790.0))]
+    base = results(meas(790.0, values=samples(790.0)))
+    out: list[tuple[str, str]] = []
+    for new, previous in (
+        (790.0, steady),
+        (600.0, steady),
+        (600.0, []),
+    ):
+        c = compare(base, results(meas(new), run_id="n"), Thresholds(), previous=previous)
+        buf = io.StringIO()
+        render_comparison(c, Console(file=buf, width=80, color_system=None))
+        out += fixed_lines(buf.getvalue().splitlines())
+    return out
 
 
 def test_every_shape_is_what_the_console_prints_today() -> None:

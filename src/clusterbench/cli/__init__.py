@@ -715,7 +715,7 @@ def _load_base(source: str, *, option: str, history: Path | None = None) -> Resu
         raise _usage_error(f"{option}: {exc}") from None
 
 
-_COMPARE_HELP = """Compare two runs, or a run and a baseline: base, new, change, verdict per figure.
+_COMPARE_HELP = """Compare two runs, or a run and a baseline: the verdict, then the regressions.
 
 BASE is a run folder or results.json, a baseline file ('clusterbench baseline build') or
 'builtin' (known-good figures per GPU model); NEW is a run folder or results.json.  Either run
@@ -723,15 +723,20 @@ may also be named by the run id 'clusterbench history' prints (the newest run of
 are matched by benchmark, metric, params and host/device (--match gpu: GPU index and model,
 hostname ignored).  A change is a regression or improvement only beyond both the practical
 limit of its unit (thresholds.regression_min_rel, 5%; on CPU workers regression_min_rel_cpu;
-microsecond and second floors for latencies and durations) and the noise: a Mann-Whitney test
-of the two runs' repeats (p < regression_alpha) and, with 3 or more earlier comparable runs in
-the history, regression_noise_sigmas x their robust spread.  Judged by the repeats alone (no
-run-to-run estimate), a GPU figure must also move more than regression_min_rel_unknown (15%)
-and a CPU-worker figure is not judged.  With no estimate of the noise a row stays unchanged
-and says so.
+microsecond and second floors for latencies and durations) and the noise: with 3 or more
+earlier comparable runs in the history, a Student t test of the change against the figure's
+run-to-run spread (never below that of its kind: one metric on one device); else, on GPUs
+only and beyond regression_min_rel_unknown (15%), a Mann-Whitney test of the two runs'
+repeats.  The false alarms of all rows are held at thresholds.regression_false_alarms (1%,
+Benjamini-Hochberg): with nothing changed, a comparison reports any change at most that
+often.  Tails (max, p99) are shown, not judged.  With no estimate of the noise a row stays
+unchanged and says so.
 
-Exit codes: 0 no fail regression; 1 some fail regression (beyond regression_fail_rel, 20%);
-2 bad input (one line).
+By default: the verdict line, the regressions by benchmark (at most 10 rows each, worst
+first) and a count of the rest; --all lists every row with its noise.
+
+Exit codes: 0 no fail regression; 1 some fail regression (beyond regression_fail_rel, 20%, and
+only with the run-to-run noise known); 2 bad input (one line).
 """
 
 
@@ -763,7 +768,12 @@ def compare_runs(
         ),
     ] = "host",
     show_all: Annotated[
-        bool, typer.Option("--all", help="List the unchanged rows too (default: counted).")
+        bool,
+        typer.Option(
+            "--all",
+            help="List every row with its noise, and the findings (default: the regressions "
+            "by benchmark, the rest counted).",
+        ),
     ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="The whole comparison as JSON, every row.")

@@ -173,6 +173,15 @@ def verdict_line(c: Comparison) -> str:
     held = f"false alarms held at {level} over {judged} judged rows" if judged and level else ""
     if not regressions:
         text = "no regression beyond the noise"
+        unknown = [r for r in c.rows if _unknown(r)]
+        if unknown:
+            worse = sum(
+                1 for r in unknown if r.change and (r.change < 0) == (r.direction != "lower")
+            )
+            text += (
+                f", but {len(unknown)} change(s) beyond the practical limit with the noise "
+                f"unknown, {worse} of them worse: 3 or more earlier runs in the history judge them"
+            )
         return f"Verdict: {text} ({held})" if held else f"Verdict: {text}"
     fail = sum(r.severity == "fail" for r in regressions)
     benchmarks = sorted({r.benchmark for r in regressions})
@@ -226,8 +235,6 @@ def render_comparison(
         rest = rest_line(c)
         if rest:
             console.print(rest, soft_wrap=True)
-        if not c.findings and any(_unknown(r) for r in c.rows):
-            console.print(no_regressions_line(c), soft_wrap=True)
         fixes = dict.fromkeys(f.fix for f in c.findings if f.fix)
         for fix in fixes if findings else ():
             console.print(Text("fix: ", style="bold") + Text(fix), soft_wrap=True)
