@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from clusterbench import catalog
 from clusterbench.history_db import HISTORY_ENV
+
+# as the entry points do (the command line, the run pipeline): the registry holds the built-in
+# benchmarks before a test looks one up
+catalog.register_builtin()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -15,7 +15,6 @@ nothing::
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar, Literal
@@ -109,20 +108,6 @@ class MetricSet:
             raise KeyError(message) from None
 
 
-_BUILTIN_LOADED = False
-
-
-def _builtin() -> None:
-    """Load the built-in benchmarks' declarations once, before the first lookup: their folders
-    declare their metrics when imported, and a command that reads results (compare, report,
-    export) may never have imported them.  By name, as the registry loads the catalog: this
-    module sits below every benchmark."""
-    global _BUILTIN_LOADED
-    if not _BUILTIN_LOADED:
-        _BUILTIN_LOADED = True
-        importlib.import_module("clusterbench.catalog")
-
-
 def is_tail(m: Measurement) -> bool:
     """Whether ``m`` is a tail figure (:attr:`Metric.tail`) of its declared metric."""
     metric = declared(m.benchmark, m.metric)
@@ -130,16 +115,14 @@ def is_tail(m: Measurement) -> bool:
 
 
 def declared(benchmark: str, metric: str) -> Metric | None:
-    """The declaration of a recorded measurement's metric (None: neither a built-in benchmark
-    nor a loaded module declares it)."""
-    _builtin()
+    """The declaration of a recorded measurement's metric (None: no imported module declares
+    it; the built-in benchmarks' are declared once the entry point has loaded the catalog)."""
     return _DECLARED.get((benchmark, metric))
 
 
 def declared_sets() -> dict[str, tuple[Metric, ...]]:
-    """Every declared metric by benchmark (the built-in ones and those of modules imported so
-    far)."""
-    _builtin()
+    """Every declared metric by benchmark (of the modules imported so far: the catalog's once
+    an entry point has loaded it)."""
     out: dict[str, list[Metric]] = {}
     for (benchmark, _), metric in _DECLARED.items():
         out.setdefault(benchmark, []).append(metric)

@@ -12,8 +12,10 @@ here, the rank loop runs ``run``, :func:`analyze` applies every benchmark's ``fi
 every run part's, :func:`summary_sections` builds every benchmark's ``section`` then every run
 part's, and :func:`report_plots` draws every ``figures``.
 
-The catalog (:mod:`clusterbench.catalog`) lists the built-in ones; a benchmark of one's own is
-its own modules plus one :func:`register` call (docs/architecture.md shows one).
+The catalog (:mod:`clusterbench.catalog`) lists the built-in ones, and the entry points above
+it (the command line, the run pipeline) register them before anything looks one up: this module
+sits below every benchmark and never imports the catalog.  A benchmark of one's own is its own
+modules plus one :func:`register` call (docs/architecture.md shows one).
 
 The run parts belong to no one benchmark: the host inventory, NCCL's own log, the scaling
 prediction (from training and collectives together), the training partition search (its
@@ -32,7 +34,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from clusterbench.benchmarks.budget import BudgetModel
 from clusterbench.benchmarks.presets import DeviceType, SuiteName
-from clusterbench.metrics import MetricSet
+from clusterbench.benchmarks.rules import params_of
+from clusterbench.metrics import Metric, MetricSet
 
 if TYPE_CHECKING:
     from clusterbench.runtime.dist import DistContext
@@ -129,6 +132,10 @@ class Benchmark:
     """Its cost model: the expected seconds of its settings on a node, and the cut steps that
     fit it into a time budget (None: no estimate; a budget then only stops it at its deadline
     where it checks ``ctx.budget``)."""
+    winner_params: Mapping[Metric, frozenset[str]] = field(default_factory=dict)
+    """Params of a metric that name the case that won rather than what was measured (the best
+    shape of a sweep): its figure is one whatever case reaches it, so comparisons, baselines
+    and peers match its figures without them."""
     description: str = field(default="")
     """One line for ``clusterbench list``; defaults to the first line of ``run``'s docstring
     (required where ``run`` is named by a string)."""
@@ -175,6 +182,10 @@ class Benchmark:
         fn: FiguresFn | None = resolve(self.figures)
         return fn
 
+    def winners(self, metric: str) -> frozenset[str]:
+        """The params of ``metric`` that name a winning case (:attr:`winner_params`)."""
+        return params_of(self.winner_params, self.name, metric)
+
     def supports(self, device_type: str) -> bool:
         return device_type in self.devices
 
@@ -212,21 +223,8 @@ _REGISTRY: dict[str, Benchmark] = {}
 """Name -> declaration, in registration order, which is the order a suite runs them in."""
 
 
-_BUILTIN_LOADED = False
-
-
-def _builtin() -> None:
-    """Register the catalog's benchmarks and run parts, once, before anything else is looked up
-    or registered (so that they come first, in the catalog's order)."""
-    global _BUILTIN_LOADED
-    if not _BUILTIN_LOADED:
-        _BUILTIN_LOADED = True
-        importlib.import_module("clusterbench.catalog").register_builtin()
-
-
 def register(benchmark: Benchmark) -> Benchmark:
     """Add a benchmark; the same declaration twice is allowed, another under a taken name not."""
-    _builtin()
     held = _REGISTRY.get(benchmark.name)
     if held is not None and held != benchmark:
         raise ValueError(f"benchmark {benchmark.name!r} registered twice")
@@ -240,7 +238,6 @@ _RUN_PARTS: dict[str, RunPart] = {}
 
 def register_run_part(part: RunPart) -> RunPart:
     """Add a run part; the same declaration twice is allowed, another under a taken name not."""
-    _builtin()
     held = _RUN_PARTS.get(part.name)
     if held is not None and held != part:
         raise ValueError(f"run part {part.name!r} registered twice")
@@ -250,18 +247,15 @@ def register_run_part(part: RunPart) -> RunPart:
 
 def run_parts() -> list[RunPart]:
     """Every registered run part, in order."""
-    _builtin()
     return list(_RUN_PARTS.values())
 
 
 def find(name: str) -> Benchmark | None:
     """The benchmark registered under ``name``, or None."""
-    _builtin()
     return _REGISTRY.get(name)
 
 
 def get(name: str) -> Benchmark:
-    _builtin()
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -271,11 +265,9 @@ def get(name: str) -> Benchmark:
 
 def all_benchmarks() -> list[Benchmark]:
     """Every registered benchmark, in run order."""
-    _builtin()
     return list(_REGISTRY.values())
 
 
 def suite_benchmarks(suite: str) -> list[str]:
     """The benchmarks ``suite`` runs, in run order."""
-    _builtin()
     return [b.name for b in _REGISTRY.values() if suite in b.suites]

@@ -116,8 +116,13 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+_WITHOUT_CATALOG = frozenset({"info", "schema"})
+"""Commands that look up no benchmark: they start without loading the catalog."""
+
+
 @app.callback()
 def _main(
+    ctx: typer.Context,
     version: Annotated[
         bool,
         typer.Option(
@@ -126,6 +131,11 @@ def _main(
     ] = False,
 ) -> None:
     """Benchmark a GPU cluster for AI workloads, find what makes it slow, say what to fix."""
+    # a command's --help answers at once, without the catalog (it names no benchmark)
+    if ctx.invoked_subcommand not in _WITHOUT_CATALOG and "--help" not in sys.argv[1:]:
+        from clusterbench import catalog
+
+        catalog.register_builtin()
 
 
 def _compare_thresholds(config: Path | None, sets: list[str]) -> Thresholds:

@@ -11,4 +11,12 @@
 
 :mod:`.spec` is what travels from the start to every rank.  Nothing here is imported by the
 commands that measure nothing.
+
+Every way into a run (the command line, :func:`clusterbench.run`, a worker process, the Ray
+driver) comes through this package, which registers the built-in benchmarks first, before a
+plugin's, in the catalog's order.
 """
+
+from clusterbench import catalog
+
+catalog.register_builtin()
