@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from clusterbench import registry
 from clusterbench.analysis.compare_metadata import MetadataChange, fix_hint, metadata_diff
 from clusterbench.analysis.compare_rule import (
     MIN_RUNS,
@@ -32,8 +33,7 @@ from clusterbench.analysis.compare_rule import (
     judge,
 )
 from clusterbench.analysis.noise import KindSpread, group_spread
-from clusterbench.benchmarks.gemm import GemmMetrics
-from clusterbench.metrics import Direction, Metric, direction_of, is_tail
+from clusterbench.metrics import Direction, direction_of, is_tail
 from clusterbench.schema import Finding, Measurement, ParamValue, Results, Severity, one_round
 from clusterbench.thresholds import Thresholds
 
@@ -298,17 +298,14 @@ def params_key(params: dict[str, ParamValue]) -> str:
     return json.dumps(params, sort_keys=True, separators=(",", ":"))
 
 
-# Params that say which case won rather than what was measured: the best GEMM shape of a dtype
-# is one figure whatever shape reaches it, so its rows match without the shape.
-_WINNER_PARAMS: dict[Metric, frozenset[str]] = {GemmMetrics.tflops_best: frozenset("mnk")}
-
-
 def identity_params(m: Measurement) -> dict[str, ParamValue]:
-    """The params that identify ``m``'s figure (those naming a winning case left out)."""
-    for metric, winner in _WINNER_PARAMS.items():
-        if metric.matches(m):
-            return {k: v for k, v in m.params.items() if k not in winner}
-    return m.params
+    """The params that identify ``m``'s figure: those its benchmark declares to name a winning
+    case (``Benchmark.winner_params``) left out, so that rows match whatever case won."""
+    benchmark = registry.find(m.benchmark)
+    winner = benchmark.winners(m.metric) if benchmark is not None else frozenset()
+    if not winner:
+        return m.params
+    return {k: v for k, v in m.params.items() if k not in winner}
 
 
 _MAX_EVIDENCE_ROWS = 20
