@@ -184,8 +184,10 @@ def run(
     (``ray``).
     """
     entered, started_s = time.monotonic(), process_age_s()
-    if detect_launcher() is None and not plan_only and _gpus_likely(device):
-        start_fork_server()  # GPU workers' fork server imports torch beside this process
+    if detect_launcher() is None:
+        _check_before_torch(device, nproc=nproc, oversubscribe=oversubscribe)
+        if not plan_only:  # the workers' fork server imports torch beside this process
+            start_fork_server()
     device_type = resolve_device(device)  # imports torch
     phases = {"imports": time.monotonic() - entered}
     entered = time.monotonic()
@@ -391,28 +393,48 @@ def _plugin_modules(config: RunConfig) -> tuple[str, ...]:
     return tuple(sorted({registry.get(name).module for name in extra}))
 
 
-_GPU_DEVICE_FILES = ("/dev/nvidiactl", "/dev/kfd")
-"""Present where an NVIDIA driver (or AMD's ROCm) is loaded: checked before torch is imported."""
+def _check_device_name(device: str) -> None:
+    if device not in ("auto", "cuda", "cpu"):
+        raise ConfigError(f"--device must be auto, cuda or cpu, got {device!r}")
 
 
-def _gpus_likely(device: str) -> bool:
-    """Whether this run will likely have GPU workers, judged without importing torch."""
-    if device == "cpu":
-        return False
-    return device == "cuda" or any(Path(f).exists() for f in _GPU_DEVICE_FILES)
+def _check_before_torch(device: str, *, nproc: int | None, oversubscribe: bool) -> None:
+    """The usage errors of a run with its own workers that are told before torch loads and
+    the workers' fork server starts: the device's name, the CPU workers' count."""
+    _check_device_name(device)
+    if nproc is not None and (nproc < 1 or device == "cpu"):
+        _num_workers(nproc, "cpu", oversubscribe=oversubscribe)
 
 
 def resolve_device(device: str) -> str:
-    if device not in ("auto", "cuda", "cpu"):
-        raise ConfigError(f"--device must be auto, cuda or cpu, got {device!r}")
+    _check_device_name(device)
     import torch  # here, not at the top: the commands that do not run import no torch
 
-    has_cuda = torch.cuda.is_available()
+    if device == "cpu":
+        return device
+    has_cuda = _visible_gpus(torch) > 0
     if device == "cuda" and not has_cuda:
         raise ConfigError("--device cuda: no CUDA GPU is visible on this machine")
     if device == "auto":
         return "cuda" if has_cuda else "cpu"
     return device
+
+
+def _visible_gpus(torch: Any) -> int:
+    """The GPUs this process's workers will see, counted by NVML: this process initialises no
+    CUDA (``torch.cuda.is_available()`` runs cuInit, seconds on a fresh machine, and each
+    worker runs its own).  torch's count where NVML cannot tell (no NVML, MIG, ROCm)."""
+    from clusterbench.hardware.probe import nvml_session
+    from clusterbench.hardware.visible import visible_cuda_gpus
+
+    count = None
+    if torch.version.cuda is not None:  # a CPU-only or ROCm build: only torch can say
+        with nvml_session() as nvml:
+            if nvml is not None:
+                count = visible_cuda_gpus(nvml, cuda_version=torch.version.cuda)
+    if count is None:
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return count
 
 
 def _num_workers(nproc: int | None, device_type: str, *, oversubscribe: bool = False) -> int:
@@ -424,7 +446,7 @@ def _num_workers(nproc: int | None, device_type: str, *, oversubscribe: bool = F
         return nproc or 2
     import torch
 
-    count = torch.cuda.device_count()
+    count = _visible_gpus(torch)
     if nproc is not None and nproc > count:
         raise ConfigError(f"--nproc {nproc}: only {count} GPU(s) visible on this machine")
     return nproc or count
