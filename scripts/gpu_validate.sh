@@ -18,6 +18,8 @@
 #     full-size save of the 1.3b state, side by side (CKPT='bounded full': the steps; default both;
 #     FULL_REPEATS=2: timed rounds of the whole state per format, default 1, each ~140 s on one
 #     H200 for the four formats; FULL_WARMUP=1: untimed rounds before them, default 0)
+#   scripts/gpu_validate.sh startup   # first on a fresh machine: a bare torch import and CUDA
+#     start, then STARTUP_RUNS=3 quick runs, a row each: wall s and the run's phases
 #
 # Needs python3 with torch (CUDA), rich, typer, psutil, nvidia-ml-py; wheels for anything else
 # (pydantic) may be placed in .whl/ and are installed to a private folder first.
@@ -42,6 +44,47 @@ export PYTHONPATH="$PWD/src:${PYTHONPATH:-}"
 # byte-compiled as `pip install` leaves a package (this machine may set PYTHONDONTWRITEBYTECODE,
 # and every command would compile clusterbench's sources again)
 python3 -m compileall -q src >/dev/null
+
+if [ "$SUITE" = startup ]; then
+  # Issue 41: what a quick run pays before its first benchmark. First thing on a fresh machine
+  # (nothing else has imported torch yet): a bare `import torch; torch.cuda.init()`, then
+  # STARTUP_RUNS (default 3) default quick runs, each one row: its wall time and its phases
+  # (run.phase_seconds) and benchmarks' seconds. Target: the quick run <= 12 s on every fresh
+  # machine. DROP_CACHES=1: drop the page cache before each step (root only).
+  cold() { [ "${DROP_CACHES:-0}" = 1 ] && { sync; echo 3 >/proc/sys/vm/drop_caches; } 2>/dev/null; }
+  secs() { python3 -c "print(f'{$(date +%s.%N) - $1:.2f}')"; }
+  nvidia-smi --query-gpu=index,name,persistence_mode,driver_version --format=csv,noheader \
+    >"$OUT/machine.txt" 2>&1
+  cat "$OUT/machine.txt"
+  cold; t0=$(date +%s.%N)
+  parts=$(python3 -c 'import time; t = time.monotonic(); import torch; a = time.monotonic()
+torch.cuda.init(); print(f"import {a - t:.2f}  cuda.init {time.monotonic() - a:.2f}")' \
+    2>"$OUT/bare.log")
+  rc=$?; wall=$(secs "$t0")
+  [ "$rc" = 0 ] || parts=$(tail -n 1 "$OUT/bare.log")
+  printf '%-9s %7s  exit %s  %s\n' bare "$wall" "$rc" "$parts" | tee "$OUT/startup.txt"
+  for i in $(seq 1 "${STARTUP_RUNS:-3}"); do
+    cold; t0=$(date +%s.%N)
+    timeout 300 python3 -m clusterbench run --no-history --out "$OUT/quick-$i" "$@" \
+      >"$OUT/run-quick-$i.log" 2>&1
+    rc=$?; wall=$(secs "$t0")
+    python3 - "$OUT/quick-$i/results.json" "quick-$i" "$wall" "$rc" <<'EOF' | tee -a "$OUT/startup.txt"
+import json, sys
+path, name, wall, rc = sys.argv[1:]
+try:
+    with open(path, encoding="utf-8") as f:
+        run = json.load(f)["run"]
+except (OSError, ValueError, KeyError) as exc:
+    sys.exit(print(f"{name:<9} {wall:>7}  exit {rc}  no results.json ({type(exc).__name__})"))
+phases = "  ".join(f"{k} {v:.2f}" for k, v in (run.get("phase_seconds") or {}).items())
+benchmarks = sum((run.get("benchmark_seconds") or {}).values())
+print(f"{name:<9} {wall:>7}  exit {rc}  {phases}  benchmarks {benchmarks:.2f}")
+EOF
+  done
+  tar czf "$FINAL_OUT/logs.tgz" -C "$OUT" .
+  cp "$OUT"/startup.txt "$FINAL_OUT"/ 2>/dev/null
+  exit 0
+fi
 
 {
   date -u +"%Y-%m-%dT%H:%M:%SZ"
