@@ -1,4 +1,4 @@
-"""``clusterbench doctor``'s body: the checks (all, or ``--fast`` under a deadline), the DCGM
+"""``clusterbench doctor``: the checks (all, or ``--fast`` under a deadline), the DCGM
 diagnostic when asked, the output (table, JSON or scheduler lines) and the exit code."""
 
 from __future__ import annotations
@@ -7,17 +7,17 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from clusterbench.cli._common import _console, _usage_error
+from clusterbench.cli._common import PlainUsage, _console, _usage_error, app
 from clusterbench.exits import EXIT_FAIL_FINDING, EXIT_OK
 
 if TYPE_CHECKING:
     from clusterbench.schema import Finding
 
-__all__ = ["DOCTOR_HELP", "run_doctor"]
+__all__ = ["DOCTOR_HELP", "doctor", "run_doctor"]
 
 DOCTOR_HELP = """Check this node's configuration and GPU health in seconds.
 
@@ -87,3 +87,26 @@ def run_doctor(*, as_json: bool, checkpoint_dir: Path | None, fast: bool, dcgm: 
         render_findings(findings, _console(), host=hostname)
     failed = any(f.severity == "fail" for f in findings)
     _exit(EXIT_FAIL_FINDING if failed else EXIT_OK, now=fast or abandoned)
+
+
+@app.command(cls=PlainUsage, help=DOCTOR_HELP)
+def doctor(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable JSON.")] = False,
+    checkpoint_dir: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="DIR", help="Checkpoint folder to check for file system and free space."
+        ),
+    ] = None,
+    fast: Annotated[
+        bool,
+        typer.Option("--fast", help="Node check for schedulers: under 10 s, one line per problem."),
+    ] = False,
+    dcgm: Annotated[
+        int | None,
+        typer.Option(
+            "--dcgm", metavar="LEVEL", help="Also run dcgmi diag -r LEVEL (1-4) where installed."
+        ),
+    ] = None,
+) -> None:
+    run_doctor(as_json=as_json, checkpoint_dir=checkpoint_dir, fast=fast, dcgm=dcgm)
