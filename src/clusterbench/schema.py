@@ -190,7 +190,7 @@ class Finding(_Model):
     scope: str = Field(description="what the finding is about: 'run', 'host:h', 'host:h/gpu:0'")
     message: str
     # A finding that is advice carries evidence["advice"] (the change, its gain and how it was
-    # shown): the convention is clusterbench.analysis.advice's, and needs no schema change.
+    # shown): the convention is clusterbench.judging.advice's, and needs no schema change.
     evidence: dict[str, Any] = Field(default_factory=dict)
     fix: str = ""
 

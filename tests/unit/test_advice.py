@@ -14,12 +14,12 @@ import pytest
 from rich.console import Console
 
 from clusterbench import catalog
-from clusterbench.analysis.advice import (
+from clusterbench.analysis.trials import tried
+from clusterbench.judging.advice import (
     advice_evidence,
     advice_of,
     collect_advice,
     compare_samples,
-    tried,
 )
 from clusterbench.report.advice import advice_table, basis_text, gain_text
 from clusterbench.report.console import ADVICE_SHOWN, render_summary

@@ -12,12 +12,12 @@ import pytest
 
 from clusterbench import catalog
 from clusterbench.analysis import placement, prediction_findings
-from clusterbench.analysis.advice import Advice, advice_of, collect_advice
 from clusterbench.analysis.prediction import predict
 from clusterbench.benchmarks.attribution.accum import accum_idle_findings
 from clusterbench.benchmarks.collectives.tune_findings import tune_findings
 from clusterbench.benchmarks.dataloader import findings as dataloader
 from clusterbench.benchmarks.weight_update import findings as weight_update
+from clusterbench.judging.advice import Advice, advice_of, collect_advice
 from clusterbench.schema import Finding, Measurement, ParamValue, Results, RunInfo, Stats, ToolInfo
 from clusterbench.thresholds import Thresholds
 from tests.pages import analysed

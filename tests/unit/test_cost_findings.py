@@ -14,7 +14,6 @@ from pathlib import Path
 import plotly.graph_objects as go
 import pytest
 
-from clusterbench.analysis.advice import advice_evidence
 from clusterbench.analysis.cost import CostTable, cost_table
 from clusterbench.analysis.cost_export import cost_measurements, with_cost
 from clusterbench.analysis.cost_findings import PricedFinding
@@ -25,6 +24,7 @@ from clusterbench.benchmarks.attribution import AttributionMetrics as A
 from clusterbench.benchmarks.training.findings import scaling_findings
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T
 from clusterbench.benchmarks.weight_update import WeightUpdateMetrics as W
+from clusterbench.judging.advice import advice_evidence
 from clusterbench.report import export_prometheus
 from clusterbench.report.export import csv_text
 from clusterbench.report.html import render_html

@@ -251,7 +251,7 @@ def test_socket_test_against_a_closed_port_raises() -> None:
 
 
 def test_intra_inter_node_ratio_is_stated() -> None:
-    from clusterbench.analysis.bandwidth_ratio import bandwidth_ratio_findings
+    from clusterbench.benchmarks.network.bandwidth_ratio import bandwidth_ratio_findings
     from clusterbench.schema import Measurement, Results, RunInfo, ToolInfo
 
     def m(bench: str, metric: str, value: float, **params: object) -> Measurement:

@@ -7,15 +7,15 @@ import random
 
 import pytest
 
-from clusterbench.analysis.node_pairs import (
-    format_pair_value,
-    slow_node_pairs,
-    slow_pair_finding,
-)
 from clusterbench.benchmarks.collectives.findings import findings as collectives_findings
 from clusterbench.benchmarks.collectives.findings import node_pair_findings
 from clusterbench.benchmarks.network.findings import findings, slow_node_pair_findings
 from clusterbench.config import Thresholds
+from clusterbench.judging.node_pairs import (
+    format_pair_value,
+    slow_node_pairs,
+    slow_pair_finding,
+)
 from clusterbench.schema import Measurement, ParamValue, Results, RunInfo, Stats, ToolInfo
 
 FAST_GBPS = 9.4

@@ -13,7 +13,6 @@ import plotly.graph_objects as go
 import pytest
 
 from clusterbench import catalog
-from clusterbench.analysis.advice import ADVICE_KEY, advice_of
 from clusterbench.analysis.partition import analyse
 from clusterbench.analysis.partition_findings import partition_finding
 from clusterbench.analysis.prediction import predict
@@ -23,6 +22,7 @@ from clusterbench.benchmarks.training import findings as training
 from clusterbench.benchmarks.training.figures import partition_figures
 from clusterbench.benchmarks.training.section import PARTITION, partition_section
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T
+from clusterbench.judging.advice import ADVICE_KEY, advice_of
 from clusterbench.schema import Measurement, ParamValue, Results, RunInfo, Stats, ToolInfo
 from clusterbench.thresholds import Thresholds
 from tests.pages import analysed

@@ -6,12 +6,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from clusterbench.analysis.bandwidth_ratio import bandwidth_ratio_findings
 from clusterbench.benchmarks.collectives import CollectivesConfig
 from clusterbench.benchmarks.collectives.stop import curve_mode, size_stop
 from clusterbench.benchmarks.gemm import GemmConfig
 from clusterbench.benchmarks.gemm import measure as gemm_mod
 from clusterbench.benchmarks.gemm.measure import gemm
+from clusterbench.benchmarks.network.bandwidth_ratio import bandwidth_ratio_findings
 from clusterbench.benchmarks.sweep_stop import PlateauRule, flat_run, plateau_stop
 from clusterbench.config import build_run_config
 from clusterbench.schema import Finding, Measurement, Results, RunInfo, ToolInfo

@@ -31,11 +31,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from clusterbench.analysis.advice import Advice, collect_advice
 from clusterbench.analysis.cost_scale import AtScale, Throughput
 from clusterbench.benchmarks.attribution import AttributionMetrics
 from clusterbench.benchmarks.training.settings import TrainingMetrics
 from clusterbench.benchmarks.weight_update import WeightUpdateMetrics
+from clusterbench.judging.advice import Advice, collect_advice
 from clusterbench.schema import Finding, Results
 from clusterbench.thresholds import Thresholds
 

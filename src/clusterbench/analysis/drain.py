@@ -27,10 +27,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from clusterbench.analysis.node_pairs import SlowPairs, format_pair_value
 from clusterbench.benchmarks.collectives.findings import node_pair_busbw
 from clusterbench.benchmarks.network import NetworkMetrics
 from clusterbench.benchmarks.network.findings import directed_pairs
+from clusterbench.judging.node_pairs import SlowPairs, format_pair_value
 from clusterbench.schema import Finding, Results
 from clusterbench.thresholds import Thresholds
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from clusterbench.analysis._common import scope_label
+from clusterbench.judging.measurements import scope_label
 from clusterbench.schema import Finding, Results
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ measured one beat the default beyond the noise.
   step) and throughput, or why it did not run (``fits`` 0).
 - The rule: a measured candidate beats the default partition (the workload's batch_size at the
   largest world size) when its step-time samples beat the default's beyond the noise
-  (:func:`clusterbench.analysis.advice.compare_samples`: one-sided Mann-Whitney p below
+  (:func:`clusterbench.judging.advice.compare_samples`: one-sided Mann-Whitney p below
   ``regression_alpha``, 0.01, and the 95% bootstrap interval of the speed-up wholly above 1)
   and the time it saves is above the practical limit (``regression_min_rel``, 5%; on CPU
   workers ``regression_min_rel_cpu``: :func:`clusterbench.thresholds.practical_floor`).  The
@@ -37,11 +37,11 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from clusterbench.analysis import prediction_inputs as inputs
-from clusterbench.analysis.advice import compare_samples
 from clusterbench.analysis.prediction import Prediction, predict
 from clusterbench.analysis.scaling_model import Links, Validation, Workload, predict_step
 from clusterbench.benchmarks.training.settings import TrainingConfig
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T
+from clusterbench.judging.advice import compare_samples
 from clusterbench.schema import Measurement, Results
 from clusterbench.thresholds import Thresholds, practical_floor
 

@@ -1,6 +1,6 @@
 """The verdict on the run's batch-size partition search (:mod:`.partition`):
 ``training.partition``, info, with the recommended partition and its measured gain (as
-advice, :func:`clusterbench.analysis.advice.advice_evidence`), or "keep the default
+advice, :func:`clusterbench.judging.advice.advice_evidence`), or "keep the default
 partition"; the runner-ups with their measured or predicted throughput, predicted ones with
 the model's error this run measured."""
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from clusterbench.analysis.advice import advice_evidence
 from clusterbench.analysis.partition import Partition, Row, analyse
+from clusterbench.judging.advice import advice_evidence
 from clusterbench.schema import Finding, Results
 from clusterbench.thresholds import Thresholds
 

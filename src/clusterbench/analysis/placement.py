@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from clusterbench.analysis.advice import advice_evidence
 from clusterbench.analysis.placement_facts import (
     ParallelGroup,
     RankPlacement,
@@ -35,6 +34,7 @@ from clusterbench.analysis.placement_facts import (
 )
 from clusterbench.analysis.placement_flags import block_order_fix
 from clusterbench.analysis.placement_summary import summary_finding
+from clusterbench.judging.advice import advice_evidence
 from clusterbench.schema import Finding, Results, Severity
 
 if TYPE_CHECKING:

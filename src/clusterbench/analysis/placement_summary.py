@@ -15,7 +15,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from clusterbench.analysis.advice import advice_evidence
 from clusterbench.analysis.placement_facts import (
     ParallelGroup,
     RankPlacement,
@@ -27,6 +26,7 @@ from clusterbench.analysis.placement_facts import (
 )
 from clusterbench.benchmarks.doctor import NUMA_FINDING_ID as REMOTE_COPY_ID
 from clusterbench.benchmarks.transfer import TransferMetrics
+from clusterbench.judging.advice import advice_evidence
 from clusterbench.schema import Finding, Measurement, Results
 
 __all__ = ["AFFINITY_ID", "numa_cost", "summary_finding"]

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from clusterbench.analysis._common import gpu_severity
-from clusterbench.analysis.advice import advice_evidence
 from clusterbench.analysis.prediction import (
     NIC_CEILING_GBPS,
     Prediction,
     Row,
 )
+from clusterbench.judging.advice import advice_evidence
+from clusterbench.judging.measurements import gpu_severity
 from clusterbench.schema import Finding, Results
 
 if TYPE_CHECKING:

@@ -16,12 +16,12 @@ from clusterbench.schema import SEVERITY_ORDER, Finding, Measurement, Results, o
 from clusterbench.thresholds import Thresholds, run_thresholds
 
 if TYPE_CHECKING:
-    from clusterbench.analysis.advice import Advice
     from clusterbench.analysis.compare import Comparison
     from clusterbench.analysis.cost import CostTable
     from clusterbench.analysis.drain import DrainList
     from clusterbench.analysis.prediction import Prediction
     from clusterbench.analysis.verdict import NodeVerdict
+    from clusterbench.judging.advice import Advice
     from clusterbench.views.cells import Section
     from clusterbench.views.plots import Plot
 
@@ -117,7 +117,7 @@ class RunAnalysis:
     @cached_property
     def advice(self) -> list[Advice]:
         """What to change, best first, each with its evidence."""
-        from clusterbench.analysis.advice import collect_advice
+        from clusterbench.judging.advice import collect_advice
 
         return collect_advice(self.results)
 

@@ -12,9 +12,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from clusterbench.analysis._common import gpu_severity, scope_label
 from clusterbench.analysis.soak import Drift, Series, soak_drifts, soak_series
 from clusterbench.analysis.soak_telemetry import DeviceRounds, round_telemetry
+from clusterbench.judging.measurements import gpu_severity, scope_label
 from clusterbench.schema import Finding, Results, SoakInfo
 from clusterbench.units import format_seconds
 

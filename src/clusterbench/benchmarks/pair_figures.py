@@ -3,7 +3,7 @@ sender -> receiver), with the slow node that analysis names marked."""
 
 from __future__ import annotations
 
-from clusterbench.analysis.node_pairs import SlowPairs, format_pair_value
+from clusterbench.judging.node_pairs import SlowPairs, format_pair_value
 from clusterbench.schema import Measurement
 from clusterbench.views.cells import Matrix
 from clusterbench.views.figures import (

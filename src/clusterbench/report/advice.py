@@ -1,5 +1,5 @@
 """The "what to change" table that heads the console summary, summary.md and report.html: the
-run's advice (:func:`clusterbench.analysis.advice.collect_advice`), ranked by gain, as text
+run's advice (:func:`clusterbench.judging.advice.collect_advice`), ranked by gain, as text
 cells the three renderers share.
 
 With no advice the table is replaced by one sentence when the run compared settings (they
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clusterbench.analysis.advice import Advice, collect_advice, tried
+from clusterbench.analysis.trials import tried
+from clusterbench.judging.advice import Advice, collect_advice
 from clusterbench.schema import Results
 
 __all__ = [

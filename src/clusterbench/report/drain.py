@@ -13,7 +13,7 @@ from html import escape
 from typing import Any
 
 from clusterbench.analysis.drain import DrainEntry, DrainList, PairEvidence
-from clusterbench.analysis.node_pairs import format_pair_value
+from clusterbench.judging.node_pairs import format_pair_value
 
 __all__ = [
     "DRAIN_FILE",

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from clusterbench.analysis._common import gpu_severity
-from clusterbench.analysis.advice import advice_evidence
 from clusterbench.benchmarks.attribution import ACCUM_MIN_RISE_PCT, AttributionMetrics
+from clusterbench.judging.advice import advice_evidence
+from clusterbench.judging.measurements import gpu_severity
 from clusterbench.schema import Finding, Measurement, Results
 
 __all__ = [

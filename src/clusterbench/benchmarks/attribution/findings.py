@@ -12,8 +12,6 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from clusterbench.analysis._common import gpu_severity, scope_label, shared_cpu_hosts
-from clusterbench.analysis.outliers import robust_outliers
 from clusterbench.benchmarks.attribution import AttributionMetrics
 from clusterbench.benchmarks.attribution.accum import accum_idle_findings
 from clusterbench.benchmarks.collectives.findings import low_busbw_findings
@@ -21,6 +19,8 @@ from clusterbench.benchmarks.dataloader import DataloaderMetrics
 from clusterbench.benchmarks.gemm import GemmMetrics
 from clusterbench.benchmarks.memory import MemoryMetrics
 from clusterbench.benchmarks.training.settings import TrainingMetrics
+from clusterbench.judging.measurements import gpu_severity, scope_label, shared_cpu_hosts
+from clusterbench.judging.peers import robust_outliers
 from clusterbench.metrics import Metric
 from clusterbench.schema import Finding, Measurement, Results, Severity
 from clusterbench.thresholds import Thresholds

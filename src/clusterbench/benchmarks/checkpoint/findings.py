@@ -7,9 +7,9 @@ Pure functions: a :class:`~clusterbench.schema.Results` in, a list of findings o
 
 from __future__ import annotations
 
-from clusterbench.analysis._common import as_number, gpu_severity, scope_label
 from clusterbench.benchmarks.checkpoint import CheckpointMetrics
 from clusterbench.benchmarks.checkpoint.predict import prediction_findings
+from clusterbench.judging.measurements import as_number, gpu_severity, scope_label
 from clusterbench.schema import Finding, Results
 from clusterbench.thresholds import Thresholds
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from clusterbench.analysis._common import as_number, scope_label
 from clusterbench.benchmarks.checkpoint import STATES, CheckpointMetrics
+from clusterbench.judging.measurements import as_number, scope_label
 from clusterbench.schema import Finding, Measurement, Results
 
 __all__ = ["duration_text", "prediction_findings"]

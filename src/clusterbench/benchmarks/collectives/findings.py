@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from clusterbench.analysis.node_pairs import SlowPairs, slow_node_pairs, slow_pair_finding
-from clusterbench.analysis.outliers import SPREAD_SIGMAS, pooled_cv, repeat_cv
 from clusterbench.benchmarks.collectives import CollectivesMetrics
 from clusterbench.benchmarks.collectives.tune_findings import tune_findings
+from clusterbench.judging.node_pairs import SlowPairs, slow_node_pairs, slow_pair_finding
+from clusterbench.judging.peers import SPREAD_SIGMAS, pooled_cv, repeat_cv
 from clusterbench.schema import Finding, HostInfo, Measurement, Results
 from clusterbench.thresholds import Thresholds
 from clusterbench.units import format_bytes
@@ -250,7 +250,7 @@ def node_pair_busbw(
     sigmas: float = SPREAD_SIGMAS,
 ) -> list[NodePairBusbw]:
     """Per op and dtype, the node pairs' busbw at the largest size and the slow node among them
-    (scored by :func:`~clusterbench.analysis.node_pairs.slow_node_pairs`).
+    (scored by :func:`~clusterbench.judging.node_pairs.slow_node_pairs`).
 
     A pair's spread is the CV of its repeats at that op and size: back-to-back timing is one
     sample, so the blocking (or graph) timing of the same pair, op and size stands in for it."""

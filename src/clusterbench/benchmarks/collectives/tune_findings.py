@@ -10,7 +10,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from clusterbench.analysis.advice import advice_evidence
 from clusterbench.benchmarks.collectives.tune_analysis import (
     Recommendation,
     TuneRow,
@@ -18,6 +17,7 @@ from clusterbench.benchmarks.collectives.tune_analysis import (
     run_min_gain,
     tune_rows,
 )
+from clusterbench.judging.advice import advice_evidence
 from clusterbench.schema import Finding, Results
 from clusterbench.units import format_bytes
 

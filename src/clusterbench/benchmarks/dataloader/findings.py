@@ -1,7 +1,7 @@
 """Verdicts on the input pipeline (``dataloader`` benchmark): is the device waiting for data?
 
 The sweep's winner is advice (:mod:`.advice`) where it beat PyTorch's defaults beyond the
-noise of their windows (:func:`~clusterbench.analysis.advice.compare_samples`, p below
+noise of their windows (:func:`~clusterbench.judging.advice.compare_samples`, p below
 ``thresholds.regression_alpha``).  Pure functions: a :class:`~clusterbench.schema.Results`
 in, a list of findings out.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from clusterbench.analysis._common import gpu_severity, scope_label
-from clusterbench.analysis.advice import advice_evidence, compare_samples
 from clusterbench.benchmarks.dataloader import DataloaderMetrics
+from clusterbench.judging.advice import advice_evidence, compare_samples
+from clusterbench.judging.measurements import gpu_severity, scope_label
 from clusterbench.schema import Finding, Measurement, Results
 from clusterbench.thresholds import Thresholds
 

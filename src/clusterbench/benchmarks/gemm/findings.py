@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
-from clusterbench.analysis._common import as_number, ref_value, scope_label
 from clusterbench.benchmarks.gemm import GemmMetrics
+from clusterbench.judging.measurements import as_number, ref_value, scope_label
 from clusterbench.schema import Finding, Results
 from clusterbench.thresholds import Thresholds
 

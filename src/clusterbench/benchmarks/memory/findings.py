@@ -5,8 +5,8 @@ Pure functions: a :class:`~clusterbench.schema.Results` in, a list of findings o
 
 from __future__ import annotations
 
-from clusterbench.analysis._common import best_by, per_device, ref_value, scope_label
 from clusterbench.benchmarks.memory import MemoryMetrics
+from clusterbench.judging.measurements import best_by, per_device, ref_value, scope_label
 from clusterbench.schema import Finding, Results
 from clusterbench.thresholds import Thresholds
 

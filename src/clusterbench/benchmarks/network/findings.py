@@ -12,12 +12,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from clusterbench.analysis._common import best_by, ref_value, scope_label
-from clusterbench.analysis.bandwidth_ratio import bandwidth_ratio_findings
-from clusterbench.analysis.node_pairs import SlowPairs, slow_node_pairs, slow_pair_finding
-from clusterbench.analysis.outliers import SPREAD_SIGMAS, repeat_cv
 from clusterbench.benchmarks.network import NetworkMetrics
+from clusterbench.benchmarks.network.bandwidth_ratio import bandwidth_ratio_findings
 from clusterbench.hardware.sysfs import RDMA_KINDS
+from clusterbench.judging.measurements import best_by, ref_value, scope_label
+from clusterbench.judging.node_pairs import SlowPairs, slow_node_pairs, slow_pair_finding
+from clusterbench.judging.peers import SPREAD_SIGMAS, repeat_cv
 from clusterbench.metrics import Metric
 from clusterbench.schema import Finding, Measurement, Results
 from clusterbench.thresholds import Thresholds

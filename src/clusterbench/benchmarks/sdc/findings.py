@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from clusterbench.analysis._common import as_number, gpu_severity, scope_label
 from clusterbench.benchmarks.sdc.compare import Comparison, case_key, comparisons, diffs
 from clusterbench.benchmarks.sdc.vote import differing_repeats, modal
+from clusterbench.judging.measurements import as_number, gpu_severity, scope_label
 from clusterbench.schema import Finding, Measurement, Results
 from clusterbench.thresholds import Thresholds
 

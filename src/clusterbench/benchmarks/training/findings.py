@@ -10,9 +10,9 @@ targets).  The limits are :class:`clusterbench.thresholds.Thresholds`'
 from __future__ import annotations
 
 from clusterbench.analysis import partition_findings
-from clusterbench.analysis._common import gpu_severity, scope_label
 from clusterbench.benchmarks.training.settings import TrainingMetrics
 from clusterbench.benchmarks.training.shapes import Model
+from clusterbench.judging.measurements import gpu_severity, scope_label
 from clusterbench.metrics import Metric
 from clusterbench.schema import Finding, Measurement, Results
 from clusterbench.thresholds import Thresholds

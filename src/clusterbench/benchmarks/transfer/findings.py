@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from clusterbench.analysis._common import (
+from clusterbench.benchmarks.transfer import TransferMetrics
+from clusterbench.judging.measurements import (
     as_number,
     best_by,
     dev_label,
@@ -16,7 +17,6 @@ from clusterbench.analysis._common import (
     ref_value,
     scope_label,
 )
-from clusterbench.benchmarks.transfer import TransferMetrics
 from clusterbench.metrics import Metric
 from clusterbench.schema import Finding, Measurement, PCIeLink, Results
 from clusterbench.thresholds import Thresholds

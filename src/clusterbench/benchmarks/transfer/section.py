@@ -6,8 +6,8 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
-from clusterbench.analysis._common import dev_label
 from clusterbench.benchmarks.transfer import TransferMetrics
+from clusterbench.judging.measurements import dev_label
 from clusterbench.schema import Measurement
 from clusterbench.views.cells import Matrix, Section, metric_rows, param
 

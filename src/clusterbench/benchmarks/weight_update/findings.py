@@ -14,17 +14,17 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 
-from clusterbench.analysis._common import (
+from clusterbench.benchmarks.memory import MemoryMetrics
+from clusterbench.benchmarks.weight_update import WeightUpdateMetrics
+from clusterbench.benchmarks.weight_update.fused import LAYOUT_TEXT, fused_findings
+from clusterbench.benchmarks.weight_update.optimizers import OPTIMIZER_SPECS, OptimizerSpec
+from clusterbench.judging.measurements import (
     best_by,
     gpu_severity,
     per_device,
     ref_value,
     scope_label,
 )
-from clusterbench.benchmarks.memory import MemoryMetrics
-from clusterbench.benchmarks.weight_update import WeightUpdateMetrics
-from clusterbench.benchmarks.weight_update.fused import LAYOUT_TEXT, fused_findings
-from clusterbench.benchmarks.weight_update.optimizers import OPTIMIZER_SPECS, OptimizerSpec
 from clusterbench.schema import Finding, Measurement, Results
 from clusterbench.thresholds import Thresholds
 

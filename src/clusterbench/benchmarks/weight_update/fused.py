@@ -12,10 +12,10 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 
-from clusterbench.analysis._common import per_device
-from clusterbench.analysis.advice import advice_evidence
 from clusterbench.benchmarks.weight_update import WeightUpdateMetrics
 from clusterbench.benchmarks.weight_update.optimizers import OPTIMIZER_SPECS, OptimizerSpec
+from clusterbench.judging.advice import advice_evidence
+from clusterbench.judging.measurements import per_device
 from clusterbench.schema import Finding, Measurement, Results
 
 __all__ = ["LAYOUT_TEXT", "fused_findings"]

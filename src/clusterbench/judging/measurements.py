@@ -1,4 +1,5 @@
-"""Helpers shared by the verdict modules."""
+"""Reading measurements for a verdict: scope labels, reference values, numbers from params, the
+best per key, and the severity of a finding on CPU workers."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ or RDMA bandwidth from one node to another (directed pairs).  A bad node sits in
 k(k-1)/2 undirected pairs (2(k-1) of the k(k-1) directed ones), half or more of them with
 k <= 4 nodes, so the pairs' own median can be slow.  Each node is therefore scored by the
 median value of its pairs; a node whose score is an outlier (by the rule of
-:func:`~clusterbench.analysis.outliers.robust_outliers`: ``mads`` scaled MADs, ``min_rel`` and
+:func:`~clusterbench.judging.peers.robust_outliers`: ``mads`` scaled MADs, ``min_rel`` and
 ``sigmas`` repeat spreads below the median score) is a common node.  The slow pairs are those
 that are out themselves against the pairs without a bad node: below their median by the same
 three limits, and nearer to the bad node's score than to that median (a pair of the culprit
@@ -25,7 +25,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from clusterbench.analysis.outliers import (
+from clusterbench.judging.peers import (
     MIN_PEERS,
     SCALED_MAD,
     SPREAD_SIGMAS,

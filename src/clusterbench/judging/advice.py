@@ -28,11 +28,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from clusterbench.benchmarks.dataloader import DataloaderMetrics
 from clusterbench.metrics import Direction
 from clusterbench.schema import Finding, Results
 
@@ -45,7 +44,6 @@ __all__ = [
     "advice_of",
     "collect_advice",
     "compare_samples",
-    "tried",
 ]
 
 ADVICE_KEY = "advice"
@@ -259,35 +257,3 @@ def compare_samples(
         speedup=speedup, interval=interval, p_value=p, better=better,
         beyond_noise=p < alpha and interval[0] > 1 and speedup > 1,
     )  # fmt: skip
-
-
-# --- what was tried ---------------------------------------------------------------------------
-
-
-def _has_finding(id_: str, key: str | None = None) -> Callable[[Results], bool]:
-    def test(results: Results) -> bool:
-        return any(f.id.startswith(id_) and (key is None or key in f.evidence)
-                   for f in results.findings)  # fmt: skip
-
-    return test
-
-
-def _loader_sweep(results: Results) -> bool:
-    return any(DataloaderMetrics.loader_samples_per_s.matches(m) for m in results.measurements)
-
-
-_TRIALS: tuple[tuple[str, Callable[[Results], bool]], ...] = (
-    ("the NCCL tuning sweep", _has_finding("collectives.tune.")),
-    ("the DataLoader settings sweep", _loader_sweep),
-    ("fused against foreach optimizer steps", _has_finding("weight_update.fused_vs_foreach")),
-    ("the accumulation sweep", _has_finding("attribution.accum_idle", "rises")),
-    ("the scaling prediction", _has_finding("prediction.scaling", "rows")),
-    ("the batch-partition search", _has_finding("training.partition", "rows")),
-)
-"""The comparisons that can yield advice, and how a run shows it made them."""
-
-
-def tried(results: Results) -> list[str]:
-    """The comparisons this run made that can yield advice (what an empty advice list means:
-    none of them beat the defaults beyond the noise); [] when it made none."""
-    return [name for name, made in _TRIALS if made(results)]
