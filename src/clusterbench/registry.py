@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from clusterbench.benchmarks.budget import BudgetModel
 from clusterbench.benchmarks.presets import DeviceType, SuiteName
-from clusterbench.benchmarks.rules import params_of
+from clusterbench.benchmarks.rules import VerdictLabel, params_of
 from clusterbench.metrics import Metric, MetricSet
 
 if TYPE_CHECKING:
@@ -136,6 +136,9 @@ class Benchmark:
     """Params of a metric that name the case that won rather than what was measured (the best
     shape of a sweep): its figure is one whatever case reaches it, so comparisons, baselines
     and peers match its figures without them."""
+    verdict_labels: tuple[VerdictLabel, ...] = ()
+    """Its figures in a node's verdict line, each held against the known-good figure of the
+    node's GPU model (none: its figures are not in the line)."""
     description: str = field(default="")
     """One line for ``clusterbench list``; defaults to the first line of ``run``'s docstring
     (required where ``run`` is named by a string)."""

@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from clusterbench import registry
 from clusterbench.analysis.baseline import Baseline, compare_baseline
 from clusterbench.analysis.compare import ComparisonRow
 from clusterbench.schema import Finding, Results
@@ -95,18 +96,20 @@ def node_verdicts(results: Results, baseline: Baseline) -> list[NodeVerdict]:
     """One verdict per host of the run, in the order of ``results.hosts`` (then any host only
     a measurement names)."""
     comparison = compare_baseline(baseline, results, run_thresholds(results))
-    shares: dict[str, list[Share]] = defaultdict(list)
+    shares: dict[str, list[tuple[_Place, Share]]] = defaultdict(list)
     models: dict[str, str] = {}
-    for group, rows in _by_figure(comparison.rows).items():
-        host, label = group
+    for (host, label, place), rows in _by_figure(comparison.rows).items():
         worst = min(rows, key=_ratio)
         shares[host].append(
-            Share(
-                group=label[0],
-                detail=label[1],
-                percent=100 * _ratio(worst),
-                device=worst.device,
-                short=any(r.verdict == "regression" for r in rows),
+            (
+                place,
+                Share(
+                    group=label[0],
+                    detail=label[1],
+                    percent=100 * _ratio(worst),
+                    device=worst.device,
+                    short=any(r.verdict == "regression" for r in rows),
+                ),
             )
         )
         models.setdefault(host, worst.gpu or "")
@@ -119,7 +122,7 @@ def node_verdicts(results: Results, baseline: Baseline) -> list[NodeVerdict]:
             {gpu.name for h in results.hosts if h.hostname == host for gpu in h.gpus}
             or {m.device.partition(":")[0] for m in results.measurements if m.host == host}
         )
-        mine = sorted(shares.get(host, []), key=_order)
+        mine = [s for _, s in sorted(shares.get(host, []), key=lambda ps: (ps[0], ps[1].label))]
         out.append(
             NodeVerdict(
                 host=host,
@@ -144,46 +147,44 @@ def other_findings_line(results: Results) -> str:
 
 
 def share_label(benchmark: str, metric: str, params: dict[str, object]) -> tuple[str, str] | None:
-    """(group, detail) naming a known-good figure, or None for one the verdict leaves out."""
-    if benchmark == "gemm" and metric == "tflops_best":
-        return "GEMM", str(params.get("dtype", ""))
-    if benchmark == "memory" and metric == "bandwidth":
-        return "HBM", str(params.get("op", ""))
-    if benchmark == "transfer" and metric == "bandwidth":
-        direction = str(params.get("direction", "")).upper()
-        return (direction, "") if params.get("memory") == "pinned" else None
-    if benchmark == "transfer" and metric == "p2p_bandwidth":
-        return "P2P", str(params.get("mode", ""))
-    if benchmark == "collectives" and metric == "busbw":
-        return f"{params.get('op', '')} busbw", f"{params.get('group_size', '')} GPUs"
-    if benchmark == "training" and metric == "mfu":
-        return "MFU", f"{params.get('model', '')} x{params.get('world_size', '')}"
-    return None
+    """(group, detail) naming a known-good figure, as its benchmark's ``verdict_labels`` name
+    it, or None for one the verdict leaves out."""
+    found = _declared_label(benchmark, metric, params)
+    return found[0] if found is not None else None
 
 
 # ----------------------------------------------------------------------------- helpers
 
-_GROUP_ORDER = ("GEMM", "HBM", "H2D", "D2H", "P2P")
-_DTYPE_ORDER = ("bf16", "fp8", "fp16", "tf32", "fp32")
+
+_Place = tuple[int, int]
+"""Where a figure stands in the line (:meth:`VerdictLabel.sort_key`)."""
 
 
-def _order(s: Share) -> tuple[int, int, str]:
-    group = _GROUP_ORDER.index(s.group) if s.group in _GROUP_ORDER else len(_GROUP_ORDER)
-    detail = _DTYPE_ORDER.index(s.detail) if s.detail in _DTYPE_ORDER else len(_DTYPE_ORDER)
-    return group, detail, s.label
+def _declared_label(
+    benchmark: str, metric: str, params: dict[str, object]
+) -> tuple[tuple[str, str], _Place] | None:
+    """((group, detail), its place in the line) of the first of the benchmark's labels that
+    names the figure."""
+    declared = registry.find(benchmark)
+    for label in declared.verdict_labels if declared is not None else ():
+        named = label.label(benchmark, metric, params)
+        if named is not None:
+            return named, label.sort_key(named[1])
+    return None
 
 
 def _by_figure(
     rows: Iterable[ComparisonRow],
-) -> dict[tuple[str, tuple[str, str]], list[ComparisonRow]]:
-    """The judged rows by (host, figure label); rows the verdict leaves out are dropped."""
-    out: dict[tuple[str, tuple[str, str]], list[ComparisonRow]] = defaultdict(list)
+) -> dict[tuple[str, tuple[str, str], _Place], list[ComparisonRow]]:
+    """The judged rows by (host, figure label, its place); rows the verdict leaves out are
+    dropped."""
+    out: dict[tuple[str, tuple[str, str], _Place], list[ComparisonRow]] = defaultdict(list)
     for row in rows:
         if row.base is None or row.new is None or not row.base:
             continue
-        label = share_label(row.benchmark, row.metric, dict(row.params))
-        if label is not None:
-            out[(row.host, label)].append(row)
+        found = _declared_label(row.benchmark, row.metric, dict(row.params))
+        if found is not None:
+            out[(row.host, *found)].append(row)
     return out
 
 

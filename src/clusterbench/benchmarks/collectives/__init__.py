@@ -15,6 +15,7 @@ from clusterbench.benchmarks.collectives.settings import (
     TuneOp,
     TuneProto,
 )
+from clusterbench.benchmarks.rules import VerdictLabel
 from clusterbench.registry import ALL_SUITES, Benchmark
 
 __all__ = [
@@ -46,4 +47,9 @@ BENCHMARK = Benchmark(
     findings="clusterbench.benchmarks.collectives.findings:findings",
     section="clusterbench.benchmarks.collectives.section:section",
     figures="clusterbench.benchmarks.collectives.figures:figures",
+    verdict_labels=(
+        VerdictLabel(
+            metric=CollectivesMetrics.busbw, group="{op} busbw", detail="{group_size} GPUs"
+        ),
+    ),
 )

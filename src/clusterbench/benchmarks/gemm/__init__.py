@@ -11,6 +11,7 @@ from clusterbench.benchmarks.gemm.settings import (
     check_shape_lists,
     parse_shape,
 )
+from clusterbench.benchmarks.rules import VerdictLabel
 from clusterbench.registry import ALL_SUITES, Benchmark
 
 __all__ = [
@@ -39,4 +40,13 @@ BENCHMARK = Benchmark(
     figures="clusterbench.benchmarks.gemm.figures:figures",
     # the best shape of a dtype is one figure whatever shape reaches it
     winner_params={GemmMetrics.tflops_best: frozenset("mnk")},
+    verdict_labels=(
+        VerdictLabel(
+            metric=GemmMetrics.tflops_best,
+            group="GEMM",
+            detail="{dtype}",
+            order=0,
+            detail_order=("bf16", "fp8", "fp16", "tf32", "fp32"),
+        ),
+    ),
 )

@@ -8,6 +8,7 @@ from clusterbench.benchmarks.memory.settings import (
     MemoryMetrics,
     Op,
 )
+from clusterbench.benchmarks.rules import VerdictLabel
 from clusterbench.registry import ALL_SUITES, Benchmark
 
 __all__ = ["OPS", "MemoryConfig", "MemoryMetrics", "Op"]
@@ -25,4 +26,7 @@ BENCHMARK = Benchmark(
     findings="clusterbench.benchmarks.memory.findings:findings",
     section="clusterbench.benchmarks.memory.section:section",
     figures="clusterbench.benchmarks.memory.figures:figures",
+    verdict_labels=(
+        VerdictLabel(metric=MemoryMetrics.bandwidth, group="HBM", detail="{op}", order=1),
+    ),
 )

@@ -10,6 +10,7 @@ world sizes, groups, the series), :mod:`.sweeps` (the combination and accumulati
 cases and ``TrainingMetrics``).
 """
 
+from clusterbench.benchmarks.rules import VerdictLabel
 from clusterbench.benchmarks.training.budget import MODEL
 from clusterbench.benchmarks.training.settings import TrainingConfig, TrainingMetrics
 from clusterbench.registry import FROM_STANDARD, Benchmark
@@ -31,4 +32,7 @@ BENCHMARK = Benchmark(
     findings="clusterbench.benchmarks.training.findings:findings",
     section="clusterbench.benchmarks.training.section:section",
     figures="clusterbench.benchmarks.training.figures:figures",
+    verdict_labels=(
+        VerdictLabel(metric=TrainingMetrics.mfu, group="MFU", detail="{model} x{world_size}"),
+    ),
 )

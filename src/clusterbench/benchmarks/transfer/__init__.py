@@ -1,6 +1,7 @@
 """The ``transfer`` benchmark: its measurement (:mod:`.measure`), its settings and metrics
 (:mod:`.settings`, no torch) and its cost model (:mod:`.cost`)."""
 
+from clusterbench.benchmarks.rules import VerdictLabel
 from clusterbench.benchmarks.transfer.cost import MODEL
 from clusterbench.benchmarks.transfer.settings import (
     DIRECTIONS,
@@ -38,4 +39,19 @@ BENCHMARK = Benchmark(
     findings="clusterbench.benchmarks.transfer.findings:findings",
     section="clusterbench.benchmarks.transfer.section:section",
     figures="clusterbench.benchmarks.transfer.figures:figures",
+    verdict_labels=(
+        VerdictLabel(
+            metric=TransferMetrics.bandwidth,
+            group="H2D",
+            when={"direction": "h2d", "memory": "pinned"},
+            order=2,
+        ),
+        VerdictLabel(
+            metric=TransferMetrics.bandwidth,
+            group="D2H",
+            when={"direction": "d2h", "memory": "pinned"},
+            order=3,
+        ),
+        VerdictLabel(metric=TransferMetrics.p2p_bandwidth, group="P2P", detail="{mode}", order=4),
+    ),
 )
