@@ -46,14 +46,17 @@ __all__ = [
     "Links",
     "StepPrediction",
     "Strategy",
+    "Term",
     "Validation",
     "ValidationPoint",
     "Workload",
     "bandwidth_for_efficiency",
     "beta_for_node_gbps",
+    "collective_terms",
     "fit_compute_s",
     "node_gbps",
     "predict_step",
+    "terms_s",
     "validate",
 ]
 
@@ -130,7 +133,9 @@ def beta_for_node_gbps(gbps: float, *, gpus_per_node: int) -> float:
     return gpus_per_node * 8 / (gbps * 1e9)
 
 
-class _Term(NamedTuple):
+class Term(NamedTuple):
+    """One collective of a step on its link: ``op`` over ``p`` ranks moving ``size_bytes``."""
+
     fit: Fit
     op: str
     p: int
@@ -138,7 +143,9 @@ class _Term(NamedTuple):
     inter_node: bool = False
 
 
-def _terms(strategy: Strategy, *, world_size: int, size_bytes: float, links: Links) -> list[_Term]:
+def collective_terms(
+    strategy: Strategy, *, world_size: int, size_bytes: float, links: Links
+) -> list[Term]:
     """The collectives of one step, each on its link."""
     n, g, big = size_bytes, links.gpus_per_node, world_size > links.gpus_per_node
     if world_size == 1:
@@ -150,31 +157,31 @@ def _terms(strategy: Strategy, *, world_size: int, size_bytes: float, links: Lin
     if (not big or g > 1) and links.intra is None:
         raise ValueError(f"world size {world_size} needs an intra-node fit")
 
-    def intra(op: str, p: int) -> _Term:
+    def intra(op: str, p: int) -> Term:
         assert links.intra is not None
-        return _Term(links.intra, op, p, n)
+        return Term(links.intra, op, p, n)
 
     if not big:
         ops = ("all_reduce",) if strategy == "ddp" else ("all_gather",) * 2 + ("reduce_scatter",)
         return [intra(op, world_size) for op in ops]
     assert links.inter is not None
     inter, k = links.inter, world_size // g
-    local: list[_Term] = [] if g == 1 else [intra("reduce_scatter", g), intra("all_gather", g)]
+    local: list[Term] = [] if g == 1 else [intra("reduce_scatter", g), intra("all_gather", g)]
     if strategy == "ddp":
-        return [*local, _Term(inter, "all_reduce", k, n / g, inter_node=True)]
-    gather = [_Term(inter, "all_gather", k, n / g, inter_node=True), *local[1:]]
-    scatter = [*local[:1], _Term(inter, "reduce_scatter", k, n / g, inter_node=True)]
+        return [*local, Term(inter, "all_reduce", k, n / g, inter_node=True)]
+    gather = [Term(inter, "all_gather", k, n / g, inter_node=True), *local[1:]]
+    scatter = [*local[:1], Term(inter, "reduce_scatter", k, n / g, inter_node=True)]
     return [*gather, *gather, *scatter]
 
 
-def _term_fit(term: _Term, algorithm: Algorithm) -> Fit:
+def _term_fit(term: Term, algorithm: Algorithm) -> Fit:
     # the link's alpha, beta and covariance, with the term's op and group size
     alg = algorithm if term.op == "all_reduce" else "ring"
     return dataclasses.replace(term.fit, op=term.op, p=term.p, algorithm=alg)
 
 
-def _comm_s(
-    terms: Sequence[_Term], *, algorithm: Algorithm, confidence: float
+def terms_s(
+    terms: Sequence[Term], *, algorithm: Algorithm, confidence: float
 ) -> tuple[float, float, float]:
     central = low = high = 0.0
     for term in terms:
@@ -203,8 +210,10 @@ def predict_step(
     against ``base_world_size`` (``algorithm``: of the all_reduce terms)."""
     if isinstance(world_size, bool) or world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
-    terms = _terms(strategy, world_size=world_size, size_bytes=workload.grad_bytes, links=links)
-    comm, comm_low, comm_high = _comm_s(terms, algorithm=algorithm, confidence=confidence)
+    terms = collective_terms(
+        strategy, world_size=world_size, size_bytes=workload.grad_bytes, links=links
+    )
+    comm, comm_low, comm_high = terms_s(terms, algorithm=algorithm, confidence=confidence)
     exposed = _exposed_s(comm, workload)
     step = workload.compute_s + exposed
     base_step = step
@@ -260,7 +269,9 @@ def bandwidth_for_efficiency(
     allowed_comm = allowed_exposed + workload.compute_s
     if workload.overlap < 1:
         allowed_comm = min(allowed_exposed / (1 - workload.overlap), allowed_comm)
-    terms = _terms(strategy, world_size=world_size, size_bytes=workload.grad_bytes, links=links)
+    terms = collective_terms(
+        strategy, world_size=world_size, size_bytes=workload.grad_bytes, links=links
+    )
     fixed = 0.0  # A: everything but the inter-node bytes
     per_beta = 0.0  # B: the inter-node seconds per unit of beta
     for term in terms:
