@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from clusterbench.benchmarks.budget import BudgetModel
 from clusterbench.benchmarks.presets import DeviceType, SuiteName
-from clusterbench.benchmarks.rules import VerdictLabel, params_of
+from clusterbench.benchmarks.rules import PeerRules, VerdictLabel, params_of
 from clusterbench.metrics import Metric, MetricSet
 
 if TYPE_CHECKING:
@@ -136,6 +136,8 @@ class Benchmark:
     """Params of a metric that name the case that won rather than what was measured (the best
     shape of a sweep): its figure is one whatever case reaches it, so comparisons, baselines
     and peers match its figures without them."""
+    peers: PeerRules = field(default_factory=PeerRules)
+    """How the peer comparison of the run treats its figures (each device against its peers)."""
     verdict_labels: tuple[VerdictLabel, ...] = ()
     """Its figures in a node's verdict line, each held against the known-good figure of the
     node's GPU model (none: its figures are not in the line)."""
@@ -188,6 +190,10 @@ class Benchmark:
     def winners(self, metric: str) -> frozenset[str]:
         """The params of ``metric`` that name a winning case (:attr:`winner_params`)."""
         return params_of(self.winner_params, self.name, metric)
+
+    def placement(self, metric: str) -> frozenset[str]:
+        """The params of ``metric`` that say where, not what (``peers.placement_params``)."""
+        return params_of(self.peers.placement_params, self.name, metric)
 
     def supports(self, device_type: str) -> bool:
         return device_type in self.devices

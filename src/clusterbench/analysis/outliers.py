@@ -21,8 +21,8 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from clusterbench.benchmarks.gemm import GemmMetrics
-from clusterbench.benchmarks.transfer import TransferMetrics
+from clusterbench import registry
+from clusterbench.benchmarks.rules import PeerRules
 from clusterbench.judging.measurements import dev_label, shared_cpu_hosts
 from clusterbench.judging.peers import (
     MIN_PEERS,
@@ -38,7 +38,7 @@ from clusterbench.judging.peers import (
     worse_log_ratio,
     zscore,
 )
-from clusterbench.metrics import Metric, direction_of
+from clusterbench.metrics import direction_of
 from clusterbench.schema import Finding, Measurement, ParamValue, Results
 
 if TYPE_CHECKING:
@@ -61,33 +61,8 @@ __all__ = [
 ]
 
 K = TypeVar("K", bound=Hashable)
-# selftest's sync_time is time spent waiting at a barrier for the *slowest* rank, so the fastest
-# rank looks worst; it checks the launcher, not the hardware.
-_SKIP_BENCHMARKS = frozenset({"selftest", "attribution"})
-_PAIR_METRICS = frozenset({TransferMetrics.p2p_bandwidth})
-# Params that describe an outcome or a placement rather than the work asked for: the best
-# GEMM's shape differs between healthy GPUs, and GPUs on different NUMA nodes are still peers
-# ("numa": local/remote stays in the key).  Neither may split the peers.
-_OUTCOME_PARAMS: dict[Metric, frozenset[str]] = {
-    GemmMetrics.tflops_best: frozenset({"m", "n", "k"}),
-    TransferMetrics.bandwidth: frozenset({"numa_node"}),
-}
-
-_FIXES = {
-    "gemm": (
-        "Compare this GPU's clocks, power and temperature with its peers (`nvidia-smi -q -d "
-        "PERFORMANCE,CLOCK,POWER,TEMPERATURE -i {index}`), check its cooling, drain it if it "
-        "stays slow."
-    ),
-    "memory": (
-        "Check this GPU's memory clock and health (`nvidia-smi -q -d CLOCK,ECC,ROW_REMAPPER -i "
-        "{index}`); pending row remaps need a GPU reset."
-    ),
-    "transfer": (
-        "Check this GPU's PCIe link under load (`nvidia-smi -q -d PCIE -i {index}`) and that "
-        "its rank is bound to the GPU's NUMA node (`numactl --cpunodebind=N --membind=N`)."
-    ),
-}
+_NO_RULES = PeerRules()
+"""The rules of a benchmark that declares none (or that no module registered)."""
 _PAIR_FIX = (
     "Check the NVLinks of this pair (`nvidia-smi nvlink --status`, error counters with "
     "`nvidia-smi nvlink -e`) and `nvidia-smi topo -m` against its peers."
@@ -102,8 +77,14 @@ _CPU_FIX = (
 )
 
 
+def _rules(benchmark: str) -> PeerRules:
+    """The benchmark's own peer rules (``Benchmark.peers``)."""
+    declared = registry.find(benchmark)
+    return declared.peers if declared is not None else _NO_RULES
+
+
 def _is_pair(m: Measurement) -> bool:
-    return any(metric.matches(m) for metric in _PAIR_METRICS)
+    return any(metric.matches(m) for metric in _rules(m.benchmark).pairs)
 
 
 def _noise_factor(own_cv: float | None, peers_cv: float | None, *, sigmas: float) -> float | None:
@@ -158,7 +139,7 @@ def peer_outliers(
     measurements = list(measurements)
     groups: dict[tuple[object, ...], list[Measurement]] = defaultdict(list)
     for m in measurements:
-        if m.benchmark not in _SKIP_BENCHMARKS and direction_of(m) is not None:
+        if _rules(m.benchmark).judged and direction_of(m) is not None:
             groups[_group_key(m)].append(m)
     outliers = [
         o
@@ -177,7 +158,14 @@ def _group_key(m: Measurement) -> tuple[object, ...]:
 
 def _group_params(m: Measurement) -> dict[str, ParamValue]:
     """The params every peer shares: without the pair (src, dst) or outcomes (best shape)."""
-    drop = next((p for metric, p in _OUTCOME_PARAMS.items() if metric.matches(m)), frozenset())
+    # Params that name an outcome (the best shape of a sweep differs between healthy GPUs) or a
+    # placement (``PeerRules.placement_params``) rather than the work asked for.
+    declared = registry.find(m.benchmark)
+    drop = (
+        declared.winners(m.metric) | declared.placement(m.metric)
+        if declared is not None
+        else frozenset()
+    )
     if _is_pair(m):
         drop = drop | {"src", "dst"}
     return {k: v for k, v in m.params.items() if k not in drop}
@@ -291,7 +279,7 @@ def _fix(o: _Outlier) -> str:
     kind, _, index = o.member.partition(":")
     if kind == "cpu":
         return _CPU_FIX
-    return _FIXES.get(o.benchmark, _DEFAULT_FIX).format(index=index or "N")
+    return (_rules(o.benchmark).fix or _DEFAULT_FIX).format(index=index or "N")
 
 
 def outlier_findings(results: Results, run: RunView) -> list[Finding]:

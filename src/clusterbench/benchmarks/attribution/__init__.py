@@ -9,6 +9,7 @@ from clusterbench.benchmarks.attribution.settings import (
     AttributionModel,
     sweep_counts,
 )
+from clusterbench.benchmarks.rules import PeerRules
 from clusterbench.registry import FROM_STANDARD, Benchmark
 
 __all__ = [
@@ -34,4 +35,6 @@ BENCHMARK = Benchmark(
     findings="clusterbench.benchmarks.attribution.findings:findings",
     section="clusterbench.benchmarks.attribution.section:section",
     figures="clusterbench.benchmarks.attribution.figures:figures",
+    # its ranks are judged by its own findings (attribution.slow_rank, the straggler)
+    peers=PeerRules(judged=False),
 )

@@ -11,7 +11,7 @@ from clusterbench.benchmarks.gemm.settings import (
     check_shape_lists,
     parse_shape,
 )
-from clusterbench.benchmarks.rules import VerdictLabel
+from clusterbench.benchmarks.rules import PeerRules, VerdictLabel
 from clusterbench.registry import ALL_SUITES, Benchmark
 
 __all__ = [
@@ -40,6 +40,13 @@ BENCHMARK = Benchmark(
     figures="clusterbench.benchmarks.gemm.figures:figures",
     # the best shape of a dtype is one figure whatever shape reaches it
     winner_params={GemmMetrics.tflops_best: frozenset("mnk")},
+    peers=PeerRules(
+        fix=(
+            "Compare this GPU's clocks, power and temperature with its peers (`nvidia-smi -q -d "
+            "PERFORMANCE,CLOCK,POWER,TEMPERATURE -i {index}`), check its cooling, drain it if it "
+            "stays slow."
+        )
+    ),
     verdict_labels=(
         VerdictLabel(
             metric=GemmMetrics.tflops_best,

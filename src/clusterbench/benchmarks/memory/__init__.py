@@ -8,7 +8,7 @@ from clusterbench.benchmarks.memory.settings import (
     MemoryMetrics,
     Op,
 )
-from clusterbench.benchmarks.rules import VerdictLabel
+from clusterbench.benchmarks.rules import PeerRules, VerdictLabel
 from clusterbench.registry import ALL_SUITES, Benchmark
 
 __all__ = ["OPS", "MemoryConfig", "MemoryMetrics", "Op"]
@@ -26,6 +26,12 @@ BENCHMARK = Benchmark(
     findings="clusterbench.benchmarks.memory.findings:findings",
     section="clusterbench.benchmarks.memory.section:section",
     figures="clusterbench.benchmarks.memory.figures:figures",
+    peers=PeerRules(
+        fix=(
+            "Check this GPU's memory clock and health (`nvidia-smi -q -d CLOCK,ECC,ROW_REMAPPER -i "
+            "{index}`); pending row remaps need a GPU reset."
+        )
+    ),
     verdict_labels=(
         VerdictLabel(metric=MemoryMetrics.bandwidth, group="HBM", detail="{op}", order=1),
     ),

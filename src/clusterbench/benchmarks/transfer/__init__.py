@@ -1,7 +1,7 @@
 """The ``transfer`` benchmark: its measurement (:mod:`.measure`), its settings and metrics
 (:mod:`.settings`, no torch) and its cost model (:mod:`.cost`)."""
 
-from clusterbench.benchmarks.rules import VerdictLabel
+from clusterbench.benchmarks.rules import PeerRules, VerdictLabel
 from clusterbench.benchmarks.transfer.cost import MODEL
 from clusterbench.benchmarks.transfer.settings import (
     DIRECTIONS,
@@ -39,6 +39,15 @@ BENCHMARK = Benchmark(
     findings="clusterbench.benchmarks.transfer.findings:findings",
     section="clusterbench.benchmarks.transfer.section:section",
     figures="clusterbench.benchmarks.transfer.figures:figures",
+    peers=PeerRules(
+        pairs=frozenset({TransferMetrics.p2p_bandwidth}),
+        # GPUs on different NUMA nodes are still peers ("numa": local/remote stays in the key)
+        placement_params={TransferMetrics.bandwidth: frozenset({"numa_node"})},
+        fix=(
+            "Check this GPU's PCIe link under load (`nvidia-smi -q -d PCIE -i {index}`) and that "
+            "its rank is bound to the GPU's NUMA node (`numactl --cpunodebind=N --membind=N`)."
+        ),
+    ),
     verdict_labels=(
         VerdictLabel(
             metric=TransferMetrics.bandwidth,
