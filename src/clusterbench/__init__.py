@@ -12,12 +12,22 @@ from clusterbench._version import __version__
 from clusterbench.exits import ConfigError
 
 if TYPE_CHECKING:
+    from clusterbench.pipeline.options import RunOptions
     from clusterbench.pipeline.start import RunOutcome, run
     from clusterbench.schema import Results, load_results
 
-__all__ = ["ConfigError", "Results", "RunOutcome", "__version__", "load_results", "run"]
+__all__ = [
+    "ConfigError",
+    "Results",
+    "RunOptions",
+    "RunOutcome",
+    "__version__",
+    "load_results",
+    "run",
+]
 
 _LAZY = {
+    "RunOptions": "clusterbench.pipeline.options",
     "RunOutcome": "clusterbench.pipeline.start",
     "run": "clusterbench.pipeline.start",
     "Results": "clusterbench.schema",

@@ -25,7 +25,9 @@ def test_a_registered_benchmark_runs_is_analysed_and_rendered(tmp_path: Path) ->
     assert registry.get("tiny") is TINY
     out = tmp_path / "run"
     outcome = clusterbench.run(
-        only=["tiny"], sets=["tiny.size=256"], device="cpu", nproc=2, out=out, timeout_s=120
+        clusterbench.RunOptions(
+            only=["tiny"], sets=["tiny.size=256"], device="cpu", nproc=2, out=out, timeout_s=120
+        )
     )
     results = outcome.results
     assert results is not None and results.run.status == "completed", results
@@ -45,7 +47,7 @@ def test_a_registered_benchmark_runs_is_analysed_and_rendered(tmp_path: Path) ->
 
 def test_its_settings_are_checked_like_any_other() -> None:
     with pytest.raises(ConfigError, match=r"tiny\.size"):
-        clusterbench.run(only=["tiny"], sets=["tiny.size=0"], device="cpu")
-    with pytest.raises(ConfigError, match="unknown key"):
+        clusterbench.run(clusterbench.RunOptions(only=["tiny"], sets=["tiny.size=0"], device="cpu"))
+    with pytest.raises(ConfigError, match="unknown key"):  # keywords build the options too
         clusterbench.run(only=["tiny"], sets=["tiny.nosuch=1"], device="cpu")
     assert "tiny" not in registry.suite_benchmarks("standard")  # in no suite: only --only runs it

@@ -182,7 +182,10 @@ def test_the_library_returns_the_results_it_could_not_write(
     tmpfs: Callable[[int], Path],
 ) -> None:
     out = tmpfs(TMPFS_KIB) / "run"
-    outcome = clusterbench.run(only=["gemm", "memory"], sets=_sets(1000), device="cpu", out=out)
+    options = clusterbench.RunOptions(
+        only=["gemm", "memory"], sets=_sets(1000), device="cpu", out=out
+    )
+    outcome = clusterbench.run(options)
     assert outcome.exit_code == 3
     assert outcome.error == f"cannot write results: no space left on {out / 'results.json'}"
     assert outcome.results is not None and outcome.results.run.status == "completed"

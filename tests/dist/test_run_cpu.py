@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -201,12 +202,15 @@ def test_the_library_run_finishes_as_the_command_does(tmp_path: Path) -> None:
     import clusterbench
 
     history = tmp_path / "history.sqlite"
-    kw = {"only": ["gemm"], "sets": SMALL_GEMM[1::2], "device": "cpu", "history": history}
-    first = clusterbench.run(out=tmp_path / "first", **kw)  # type: ignore[arg-type]
+    options = clusterbench.RunOptions(
+        only=["gemm"], sets=SMALL_GEMM[1::2], device="cpu", history=history
+    )
+    first = clusterbench.run(replace(options, out=tmp_path / "first"))
     assert first.exit_code == 0 and first.history == history and first.comparison is None
     second = clusterbench.run(
-        out=tmp_path / "second", baseline=str(tmp_path / "first"), exports=["csv"], **kw
-    )  # type: ignore[arg-type]
+        replace(options, out=tmp_path / "second", baseline=str(tmp_path / "first"),
+                exports=["csv"])
+    )  # fmt: skip
     assert second.exit_code in (0, 1) and second.results is not None
     comparison = second.comparison
     assert comparison is not None and comparison.rows
@@ -227,5 +231,7 @@ def test_the_library_run_finishes_as_the_command_does(tmp_path: Path) -> None:
     assert second.results.run.id in ids
     # a bad baseline is refused before anything runs or is written
     with pytest.raises(clusterbench.ConfigError, match="--baseline"):
-        clusterbench.run(out=tmp_path / "third", baseline=str(tmp_path / "nowhere"), **kw)  # type: ignore[arg-type]
+        clusterbench.run(
+            replace(options, out=tmp_path / "third", baseline=str(tmp_path / "nowhere"))
+        )
     assert not (tmp_path / "third").exists()

@@ -22,6 +22,7 @@ def test_public_names_are_pinned() -> None:
     assert sorted(clusterbench.__all__) == [
         "ConfigError",
         "Results",
+        "RunOptions",
         "RunOutcome",
         "__version__",
         "load_results",

@@ -1,5 +1,6 @@
 """``clusterbench run``: check the options (before torch is imported), build the run's
-options, call the library's run, print the outcome and exit with its code."""
+:class:`~clusterbench.pipeline.options.RunOptions`, call the library's run with them, print
+the outcome and exit with its code."""
 
 from __future__ import annotations
 
@@ -247,37 +248,39 @@ def run(
             check_run_dir(out)
     except ConfigError as exc:
         raise _usage_error(str(exc)) from None
+    from clusterbench.pipeline.options import RunOptions
     from clusterbench.pipeline.start import run as run_suite
 
+    options = RunOptions(
+        suite=suite,
+        only=_split(only),
+        skip=_split(skip),
+        config_file=config,
+        sets=set_ or [],
+        out=out,
+        nproc=nproc,
+        oversubscribe=oversubscribe,
+        device=device,
+        nccl_debug=nccl_debug,
+        telemetry=False if no_telemetry else None,
+        telemetry_interval_s=telemetry_interval,
+        timeout_s=timeout,
+        soak=soak,
+        repeat=repeat,
+        budget=budget,
+        plan_only=plan_only,
+        baseline=baseline,
+        expect_nodes=expect_nodes,
+        join_timeout_s=join_timeout,
+        history=history,
+        use_history=not no_history,
+        exports=_split(export_formats),
+        pushgateway=pushgateway,
+        launcher=launcher,
+    )
+    rounds = soak is not None or repeat is not None
     try:
-        outcome = run_suite(
-            suite=suite,
-            only=_split(only),
-            skip=_split(skip),
-            config_file=config,
-            sets=set_ or [],
-            out=out,
-            nproc=nproc,
-            device=device,
-            timeout_s=timeout,
-            nccl_debug=nccl_debug,
-            oversubscribe=oversubscribe,
-            expect_nodes=expect_nodes,
-            join_timeout_s=join_timeout,
-            soak=soak,
-            repeat=repeat,
-            telemetry=False if no_telemetry else None,
-            telemetry_interval_s=telemetry_interval,
-            announce=lambda plan: _announce(plan, soak=soak is not None or repeat is not None),
-            budget=budget,
-            history=history,
-            use_history=not no_history,
-            plan_only=plan_only,
-            baseline=baseline,
-            exports=_split(export_formats),
-            pushgateway=pushgateway,
-            launcher=launcher,
-        )
+        outcome = run_suite(options, announce=lambda plan: _announce(plan, soak=rounds))
     except ConfigError as exc:
         raise _usage_error(str(exc)) from None
     if plan_only:

@@ -9,8 +9,9 @@
 - :mod:`.finish`: ``finish()``, once per run: analyse, compare with the baseline and the
   history when asked, write results.json, summary.md and report.html, record the history, export.
 
-:mod:`.spec` is what travels from the start to every rank.  Nothing here is imported by the
-commands that measure nothing.
+:mod:`.options` is what a run is asked to do (:class:`~.options.RunOptions`, the one argument
+of :func:`clusterbench.run`); :mod:`.spec` is what travels from the start to every rank.
+Nothing here is imported by the commands that measure nothing.
 
 Every way into a run (the command line, :func:`clusterbench.run`, a worker process, the Ray
 driver) comes through this package, which registers the built-in benchmarks first, before a

@@ -35,6 +35,7 @@ from clusterbench.config import ConfigError, RunConfig, build_run_config
 from clusterbench.exits import EXIT_OK, EXIT_RUN_ERROR
 from clusterbench.history_db import RunTimings
 from clusterbench.pipeline.finish import Finished, ResultsWriteError, finish
+from clusterbench.pipeline.options import RunOptions
 from clusterbench.pipeline.plan import (
     NodeHistory,
     apply_plan,
@@ -62,7 +63,6 @@ from clusterbench.runtime.records import describe_write_error, read_records
 from clusterbench.schema import Results
 
 if TYPE_CHECKING:
-    from clusterbench.analysis.baseline import Baseline
     from clusterbench.analysis.run import RunAnalysis
 
 __all__ = [
@@ -131,79 +131,51 @@ class RunPlan:
 
 
 def run(
+    options: RunOptions | None = None,
+    /,
     *,
-    suite: str | None = None,
-    only: list[str] | None = None,
-    skip: list[str] | None = None,
-    config_file: Path | None = None,
-    sets: list[str] | None = None,
-    out: Path | None = None,
-    nproc: int | None = None,
-    device: str = "auto",
-    timeout_s: float | None = None,
-    nccl_debug: bool = False,
-    oversubscribe: bool = False,
-    expect_nodes: int | None = None,
-    join_timeout_s: float | None = None,
-    soak: str | None = None,
-    repeat: int | None = None,
-    telemetry: bool | None = None,
-    telemetry_interval_s: float | None = None,
     announce: Callable[[RunPlan], None] | None = None,
-    budget: str | None = None,
-    history: Path | None = None,
-    use_history: bool = True,
-    plan_only: bool = False,
-    baseline: str | Results | Baseline | None = None,
-    exports: Sequence[str] = (),
-    pushgateway: str | None = None,
-    launcher: str | None = None,
+    **keywords: Any,
 ) -> RunOutcome:
-    """Run a suite and return its results (the library form of ``clusterbench run``).
+    """Run a suite and return its outcome: the library form of ``clusterbench run``.
 
-    Raises :class:`ConfigError` (a ValueError) for bad input before anything is written: the
-    device, the config and the worker count are all checked before the run folder is made.
+    ``options`` (:class:`~clusterbench.pipeline.options.RunOptions`, also
+    ``clusterbench.RunOptions``) says what to run and how, as the command's flags do; without
+    it, the keywords build one (``run(only=["gemm"], device="cpu")``).  At the end the run is
+    finished once, by the process that finishes it (rank 0 under a launcher): the comparison
+    with ``options.baseline``, the history, the exports.
+
     ``announce`` is called with the :class:`RunPlan` by the process that starts the run (rank
     0 under a launcher), before the first benchmark, e.g. to print how long it should take.
-    ``soak`` (a duration: ``2h``, ``30m``) or ``repeat`` (a number of rounds) repeats the
-    benchmarks round after round, every round kept (``run.soak`` in the results).
-    ``telemetry``/``telemetry_interval_s``: sample each GPU while the benchmarks run (None: the
-    config file's keys, else on, every 0.1 s).
-    ``budget`` (a duration: ``10m``): the whole run should take this long; every benchmark is
-    cut to its share and stops at it (``run.plan`` says what was cut).  ``use_history``: plan
-    with the earlier runs of this host in the history at ``history`` (None: the default one),
-    judge the comparison's noise by them and record the run there.
-    ``plan_only``: make the plan, hand it to ``announce`` and return (exit code 0, no results)
-    without starting a worker or writing anything.
-    ``baseline``: at the end, compare the run with this run folder, results.json, baseline
-    file, run id of the history or ``builtin`` (or a loaded run or baseline): comparison.json,
-    its regressions among the findings.  ``exports``/``pushgateway``: at the end, export the
-    run as ``clusterbench export`` does.  Both are checked before the run starts (a bad one is
-    a ConfigError), by the process that finishes the run (rank 0 under a launcher).
-    ``launcher``: what started this process's ranks where their environment cannot tell
-    (``ray``).
+
+    Raises :class:`ConfigError` (a ValueError) for bad input before anything is written: the
+    device, the config, the worker count, the baseline and the exports are all checked before
+    the run folder is made.
     """
+    options = _options(options, keywords)
     entered, started_s = time.monotonic(), process_age_s()
     if detect_launcher() is None:
-        _check_before_torch(device, nproc=nproc, oversubscribe=oversubscribe)
-        if not plan_only:  # the workers' fork server imports torch beside this process
+        _check_before_torch(
+            options.device, nproc=options.nproc, oversubscribe=options.oversubscribe
+        )
+        if not options.plan_only:  # the workers' fork server imports torch beside this process
             start_fork_server()
-    device_type = resolve_device(device)  # imports torch
+    device_type = resolve_device(options.device)  # imports torch
     phases = {"imports": time.monotonic() - entered}
     entered = time.monotonic()
     config = build_run_config(
-        suite=suite,
+        suite=options.suite,
         device_type=device_type,
-        config_file=config_file,
-        sets=sets or [],
-        only=only or [],
-        skip=skip or [],
-        timeout_s=timeout_s,
-        soak=soak,
-        repeat=repeat,
-        telemetry=telemetry,
-        telemetry_interval_s=telemetry_interval_s,
-        budget=budget,
+        config_file=options.config_file,
+        sets=list(options.sets),
+        only=list(options.only),
+        skip=list(options.skip),
+        timeout_s=options.timeout_s,
+        soak=options.soak,
+        repeat=options.repeat,
+        telemetry=options.telemetry,
+        telemetry_interval_s=options.telemetry_interval_s,
+        budget=options.budget,
     )
     launcher_env = detect_launcher()
     finishes = launcher_env is None or launcher_env.rank == 0
@@ -215,18 +187,18 @@ def run(
         started=now_utc(),
         command=shlex.join(["clusterbench", *sys.argv[1:]]),
         self_launched=launcher_env is None,
-        out=None if out is None else str(out),
-        nccl_debug=nccl_debug,
+        out=None if options.out is None else str(options.out),
+        nccl_debug=options.nccl_debug,
         plugin_modules=_plugin_modules(config),
-        expect_nodes=_expect_nodes(expect_nodes),
-        join_timeout_s=_join_timeout(join_timeout_s, timeout_s=config.timeout_s),
-        launcher=launcher or ("clusterbench" if launcher_env is None else None),
+        expect_nodes=_expect_nodes(options.expect_nodes),
+        join_timeout_s=_join_timeout(options.join_timeout_s, timeout_s=config.timeout_s),
+        launcher=options.launcher or ("clusterbench" if launcher_env is None else None),
         finish=finish_options(
-            baseline,
-            exports,
-            pushgateway,
-            history=history,
-            use_history=use_history,
+            options.baseline,
+            options.exports,
+            options.pushgateway,
+            history=options.history,
+            use_history=options.use_history,
             finishes=finishes,
         ),
     )
@@ -241,22 +213,30 @@ def run(
                                       local_world_size=local, history=False)  # fmt: skip
         if announce is not None and launcher_env.rank == 0:
             announce(plan)
-        if plan_only:
-            return RunOutcome(results=None, run_dir=Path(out or "."), exit_code=0)
+        if options.plan_only:
+            return RunOutcome(results=None, run_dir=Path(options.out or "."), exit_code=0)
         spec.phases = {**phases, **_phases_so_far(started_s, entered)}
         return _join(spec, rank=launcher_env.rank)
-    num_workers = _num_workers(nproc, device_type, oversubscribe=oversubscribe)
-    run_dir = None if plan_only else prepare_run_dir(out, workers=num_workers)
+    num_workers = _num_workers(options.nproc, device_type, oversubscribe=options.oversubscribe)
+    run_dir = None if options.plan_only else prepare_run_dir(options.out, workers=num_workers)
     if run_dir is not None:
         spec.run_dir, spec.run_id = str(run_dir), run_id_for(run_dir, spec.started)
     plan = _plan_fitted_to_budget(spec, world_size=num_workers, local_world_size=num_workers,
-                    history=history if use_history else False)  # fmt: skip
+                    history=options.history if options.use_history else False)  # fmt: skip
     if announce is not None:
         announce(plan)
     if run_dir is None:
-        return RunOutcome(results=None, run_dir=Path(out or "."), exit_code=0)
+        return RunOutcome(results=None, run_dir=Path(options.out or "."), exit_code=0)
     spec.phases = {**phases, **_phases_so_far(started_s, entered)}
     return _launch(spec, num_workers=num_workers)
+
+
+def _options(options: RunOptions | None, keywords: dict[str, Any]) -> RunOptions:
+    if options is None:
+        return RunOptions(**keywords)  # an unknown name is a TypeError naming it
+    if keywords:
+        raise TypeError(f"run() takes RunOptions or keywords, not both: {', '.join(keywords)}")
+    return options
 
 
 def _plan_fitted_to_budget(
