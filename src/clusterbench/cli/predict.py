@@ -1,5 +1,6 @@
 """``clusterbench predict``: the step time, communication share and weak-scaling efficiency of
-a run's training at larger GPU counts, from the run's own measurements."""
+a run's training at larger GPU counts, from the run's own measurements; or, with ``--workload``,
+the throughput of a training job a published result states, at larger sizes."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from clusterbench.cli._common import PlainUsage, _console, _split, _usage_error,
 
 if TYPE_CHECKING:
     from clusterbench.analysis.prediction import Prediction
+    from clusterbench.analysis.scaling_model import Links
+    from clusterbench.analysis.stated_workload import WorkloadPrediction
     from clusterbench.schema import Results
 
 __all__ = ["predict"]
@@ -35,8 +38,15 @@ an assumption is marked * and the assumptions are listed.
 The model checks itself on the run: fitted on the smaller world sizes the training measured
 (e.g. 1-2 of 1, 2, 4), it predicts the larger ones, and the error is printed.
 
+With --workload FILE (TOML or YAML) it predicts a training job as a published result states
+it: the model, the batch, the strategy and its sizes (DDP, ZeRO, FSDP, TP, PP, CP, EP), the
+GPUs and links, and the throughput measured at the base size; the file's larger sizes (and
+--gpus) are predicted with the same step model, with the band (the assumptions at their two
+ends, the link fits, the model's error on published results) and what was assumed
+(docs/commands/predict.md, "Stated workloads").  A RUN given with it lends its measured links.
+
 RUN is a run folder or its results.json.  Exit codes: 0 predicted; 2 bad input (no run, no
-training results, a bad --gpus, ...), one line.
+training results, a bad --gpus, a bad workload file, ...), one line.
 """
 
 
@@ -47,13 +57,32 @@ _TEXT = frozenset({"from", "strategy", "used", "value", "value and source", "not
 @app.command("predict", cls=PlainUsage, help=_PREDICT_HELP)
 def predict(
     run: Annotated[
-        str,
-        typer.Argument(metavar="RUN", help="Run folder or its results.json.", show_default=False),
-    ],
+        str | None,
+        typer.Argument(
+            metavar="RUN",
+            help="Run folder or its results.json (optional with --workload).",
+            show_default=False,
+        ),
+    ] = None,
     gpus: Annotated[
-        str,
-        typer.Option("--gpus", metavar="N[,N]", help="GPU counts to predict at, comma-separated."),
-    ] = "64,256,1024",
+        str | None,
+        typer.Option(
+            "--gpus",
+            metavar="N[,N]",
+            help="GPU counts to predict at, comma-separated (default: 64,256,1024; with "
+            "--workload, the file's points).",
+            show_default=False,
+        ),
+    ] = None,
+    workload: Annotated[
+        str | None,
+        typer.Option(
+            "--workload",
+            metavar="FILE",
+            help="A training job as a published result states it (TOML or YAML).",
+            show_default=False,
+        ),
+    ] = None,
     gpus_per_node: Annotated[
         int | None,
         typer.Option(
@@ -96,7 +125,12 @@ def predict(
     from clusterbench.analysis.prediction import predict as make_prediction
     from clusterbench.compare_io import load_run
 
-    counts = _counts(gpus)
+    if workload is not None:
+        _predict_workload(workload, run, gpus=gpus, as_json=as_json)
+        return
+    if run is None:
+        raise _usage_error("RUN: a run folder is needed (or --workload FILE)")
+    counts = _counts(gpus if gpus is not None else "64,256,1024")
     strategies = _split([strategy])
     try:
         results = load_run(run)
@@ -115,6 +149,128 @@ def predict(
         typer.echo(json.dumps(prediction.to_dict(), indent=2, allow_nan=False))
         return
     _print(prediction, results)
+
+
+def _read_workload(path: str) -> dict[str, object]:
+    """The workload file parsed: TOML, or YAML by its .yaml / .yml name."""
+    from pathlib import Path
+
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise _usage_error(f"--workload: cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        if file.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            doc = yaml.safe_load(text)
+        else:
+            import tomllib
+
+            doc = tomllib.loads(text)
+    except Exception as exc:  # tomllib.TOMLDecodeError, yaml.YAMLError: one line either way
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise _usage_error(f"--workload: {path} does not parse: {first}") from None
+    if not isinstance(doc, dict):
+        raise _usage_error(f"--workload: {path} is not a table of tables")
+    return doc
+
+
+def _run_links(run: str, gpus_per_node: int) -> Links:
+    """The run's measured links (the slowest fit of each level; assumed where not measured)."""
+    from clusterbench.analysis import prediction_inputs as inputs
+    from clusterbench.analysis.scaling_model import Links
+    from clusterbench.compare_io import load_run
+
+    try:
+        results = load_run(run)
+    except ValueError as exc:
+        raise _usage_error(f"RUN: {exc}") from None
+    fits, _ = inputs.measured_links(results)
+    intra = inputs.slowest(fits, "intra") or inputs.assumed_intra(results)
+    rails = inputs.slowest(fits, "inter")
+    inter = inputs.inter_for(results, measured=rails, gpus_per_node=gpus_per_node, nic_gbps=None)
+    return Links(gpus_per_node=gpus_per_node, intra=intra.fit if intra else None, inter=inter.fit)
+
+
+def _predict_workload(path: str, run: str | None, *, gpus: str | None, as_json: bool) -> None:
+    from pathlib import Path
+
+    from clusterbench.analysis.stated_workload import predict_workload
+
+    doc = _read_workload(path)
+    extra = _counts(gpus) if gpus is not None else []
+    links = None
+    if run is not None:
+        cluster = doc.get("cluster")
+        g = cluster.get("gpus_per_node") if isinstance(cluster, dict) else None
+        if not isinstance(g, int) or isinstance(g, bool) or g < 1:
+            raise _usage_error("cluster.gpus_per_node must be a whole number >= 1")
+        links = _run_links(run, g)
+    try:
+        prediction = predict_workload(doc, name=Path(path).stem, links=links, extra_gpus=extra)
+    except (ValueError, ArithmeticError) as exc:
+        raise _usage_error(f"--workload {path}: {exc}") from None
+    if as_json:
+        typer.echo(json.dumps(prediction.to_dict(), indent=2, allow_nan=False))
+        return
+    _print_workload(prediction, from_run=run)
+
+
+_UNIT_TEXT = {
+    "tokens_per_s_per_gpu": "tokens/s per GPU", "samples_per_s_per_gpu": "samples/s per GPU",
+    "samples_per_s": "samples/s", "tflops_per_gpu": "TFLOP/s per GPU", "mfu": "MFU",
+    "step_s": "step s",
+}  # fmt: skip
+
+
+def _print_workload(prediction: WorkloadPrediction, *, from_run: str | None) -> None:
+    """The points (predicted, band, published, error) and the assumptions."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    from clusterbench.analysis.prediction_findings import signed_pct
+
+    console = _console()
+    src = prediction.source
+    console.print(Text(f"clusterbench predict: workload {prediction.name}", style="bold"))
+    where = ", ".join(str(src[k]) for k in ("publication", "where", "date") if src.get(k))
+    if where:
+        console.print(Text(f"source: {where}"))
+    if from_run:
+        console.print(Text(f"links: measured in run {from_run}"))
+    unit = _UNIT_TEXT.get(prediction.points[0].unit, prediction.points[0].unit)
+    console.print()
+    console.print(Text(f"{unit}: predicted from the base (the smallest published size); band: "
+                       "95%, the assumptions at their ends, the link fits and the model's error "
+                       "on published results; error: (predicted - published) / published",
+                       style="italic"))  # fmt: skip
+    table = Table(header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    for name in ("GPUs", "layout", "predicted", "band", "published", "error", "in band"):
+        table.add_column(Text(name), justify="left" if name in ("layout", "in band") else "right")
+    for p in prediction.points:
+        pub = "-" if p.published is None else _num(p.published)
+        if p.base:
+            err, held, band = "base", "", "-"
+        else:
+            err = "-" if p.error is None else signed_pct(p.error)
+            held = "" if p.holds is None else ("yes" if p.holds else "no")
+            band = f"{_num(p.low)}–{_num(p.high)}"
+        table.add_row(Text(str(p.gpus)), Text(p.layout), Text(_num(p.predicted)), Text(band),
+                      Text(pub), Text(err), Text(held))  # fmt: skip
+    console.print(table)
+    console.print()
+    console.print(Text("assumed (the prediction and its band rest on these)", style="italic"))
+    for line in prediction.assumptions:
+        console.print(Text(f"- {line}"))
+
+
+def _num(value: float) -> str:
+    return (
+        f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}" if value < 10 else f"{value:.1f}"
+    )
 
 
 def _counts(text: str) -> list[int]:
