@@ -88,3 +88,18 @@ def test_a_missing_file_and_no_run() -> None:
     assert result.exit_code == 2 and "cannot read" in result.output
     result = runner.invoke(app, ["predict"])
     assert result.exit_code == 2 and "RUN" in result.output
+
+
+def test_the_docs_example_is_what_the_command_prints() -> None:
+    page = (CASES.parents[2] / "docs" / "commands" / "predict.md").read_text(encoding="utf-8")
+    marker = "<!-- workload-sample: "
+    start = page.index(marker) + len(marker)
+    case = page[start : page.index(" -->", start)]
+    block = page[page.index("```\n", start) + 4 :]
+    block = block[: block.index("```")]
+    command, _, shown = block.partition("\n")
+    assert command == f"$ clusterbench predict --workload {case}"
+    path = CASES.parents[2] / case
+    result = runner.invoke(app, ["predict", "--workload", str(path)], env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.output
+    assert result.stdout.rstrip() == shown.rstrip()
