@@ -161,3 +161,23 @@ def test_bad_layouts_say_why(kw: dict[str, int], message: str) -> None:
     args = dict(gpus=8, gpus_per_node=8) | kw
     with pytest.raises(ValueError, match=message):
         Layout(**args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+@pytest.mark.parametrize("gpus", [4, 8, 64])
+@pytest.mark.parametrize("overlap", [0.0, 0.4, 1.0])
+def test_data_parallel_alone_is_the_runs_prediction(
+    strategy: str, gpus: int, overlap: float
+) -> None:
+    # one model, two front doors: a DP-only layout with a measured overlap fraction gives the
+    # step the run's prediction (scaling_model.predict_step) gives for the same links
+    from clusterbench.analysis.scaling_model import Workload, predict_step
+
+    links = _links(alpha=7e-6)
+    grad_bytes = 2.6e9
+    run = predict_step(Workload(compute_s=0.5, grad_bytes=grad_bytes, overlap=overlap), links,
+                       world_size=gpus, strategy=strategy)  # type: ignore[arg-type]  # fmt: skip
+    layout = Layout(gpus=gpus, gpus_per_node=8, sharding=strategy)  # type: ignore[arg-type]
+    shape = _shape(params=grad_bytes / 2, grad_bytes=2.0)
+    stated = step_breakdown(layout, shape, links, compute_s=0.5, overlap=overlap)
+    assert stated.step_s == pytest.approx(run.step_s, rel=1e-12)

@@ -274,7 +274,8 @@ def _dp_exposed_s(
             n = shape.params / (layout.tp * layout.pp) * shape.grad_bytes
             last_bucket = ar * min(1.0, DDP_BUCKET_BYTES / n) if n > 0 else 0.0
             return max(last_bucket, ar - backward_mb)
-        return ar - min(overlap * ar, backward_mb)
+        # a measured fraction, bounded by the compute as the run's prediction bounds it
+        return ar - min(overlap * ar, compute_mb)
     per_mb = 2 * ag + rs
     if overlap == "none":
         return m * per_mb
