@@ -75,8 +75,19 @@ class RunConfig:
             **({"budget": budget} if self.budget_s is not None or self.time_budgets else {}),
             "telemetry": {"enabled": self.telemetry, "interval_s": self.telemetry_interval_s},
             "benchmarks": {k: dataclasses.asdict(v) for k, v in self.benchmarks.items()},
-            "thresholds": dataclasses.asdict(self.thresholds),
+            "thresholds": thresholds_dict(self.thresholds),
         }
+
+
+def thresholds_dict(thresholds: Thresholds) -> dict[str, Any]:
+    """Every limit by its key, as the ``[thresholds]`` table names it: each registered
+    benchmark's own (``Benchmark.thresholds``), in run order, then the run-wide ones."""
+    out: dict[str, Any] = {}
+    for bench in registry.all_benchmarks():
+        if bench.thresholds is not None:
+            out.update(dataclasses.asdict(thresholds.of(bench.thresholds)))
+    out.update({k: v for k, v in dataclasses.asdict(thresholds).items() if k != "given"})
+    return out
 
 
 def check_suite_name(suite: str) -> SuiteName:
@@ -432,10 +443,36 @@ def _apply_section(
             time_budgets[section] = seconds
         values = {k: v for k, v in values.items() if k != TIME_BUDGET_KEY}
     for key, value in values.items():
-        if target is not None:  # None: a benchmark this run does not select
+        if section == "thresholds":
+            _set_threshold(thresholds, key=key, value=value, source=source, strings=strings)
+        elif target is not None:  # None: a benchmark this run does not select
             _set_field(target, section=section, key=key, value=value, source=source,
                        strings=strings)  # fmt: skip
     return [_Setting(section, key, value, source, strings) for key, value in values.items()]
+
+
+def _set_threshold(
+    thresholds: Thresholds, *, key: str, value: Any, source: str, strings: bool
+) -> None:
+    """Set one key of the ``[thresholds]`` table: a run-wide limit, or one a registered
+    benchmark declares (kept in ``thresholds.given``, checked by its limits class)."""
+    declared = registry.threshold_keys()
+    kind = declared.get(key)
+    if kind is None:
+        names = [f.name for f in dataclasses.fields(thresholds) if f.name != "given"]
+        if key not in names:
+            where = f"{source}: thresholds.{key}"
+            raise ConfigError(f"{where}: unknown key{_did_you_mean(key, [*names, *declared])}")
+        _set_field(thresholds, section="thresholds", key=key, value=value, source=source,
+                   strings=strings)  # fmt: skip
+        return
+    where = f"{source}: thresholds.{key}"
+    new = _coerce(typing.get_type_hints(kind)[key], value, where=where)
+    try:  # the class's own checks, on its limits as set so far
+        checked = kind(**{**dataclasses.asdict(thresholds.of(kind)), key: new})
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    thresholds.given[key] = getattr(checked, key)
 
 
 def _set_field(

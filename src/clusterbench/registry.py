@@ -27,6 +27,7 @@ sees one round (:func:`clusterbench.schema.one_round`).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -36,11 +37,11 @@ from clusterbench.benchmarks.budget import BudgetModel
 from clusterbench.benchmarks.presets import DeviceType, SuiteName
 from clusterbench.benchmarks.rules import PeerRules, VerdictLabel, params_of
 from clusterbench.metrics import Metric, MetricSet
+from clusterbench.thresholds import Thresholds
 
 if TYPE_CHECKING:
     from clusterbench.runtime.dist import DistContext
     from clusterbench.schema import Finding, Measurement, Results
-    from clusterbench.thresholds import Thresholds
     from clusterbench.views.cells import Section
     from clusterbench.views.plots import Plot, PlotContext
 
@@ -55,6 +56,7 @@ __all__ = [
     "register_run_part",
     "run_parts",
     "suite_benchmarks",
+    "threshold_keys",
 ]
 
 Scope = Literal["per_device", "collective", "workload"]
@@ -136,6 +138,11 @@ class Benchmark:
     """Params of a metric that name the case that won rather than what was measured (the best
     shape of a sweep): its figure is one whatever case reaches it, so comparisons, baselines
     and peers match its figures without them."""
+    thresholds: type | None = None
+    """Its own limits: a frozen dataclass whose fields are keys of the ``[thresholds]`` table
+    (``--set thresholds.KEY=VALUE``), each with its default and a docstring; its findings read
+    them with ``thresholds.of(XThresholds)`` (None: it has none).  Keys are unique over all
+    benchmarks and the run-wide :class:`~clusterbench.thresholds.Thresholds`."""
     peers: PeerRules = field(default_factory=PeerRules)
     """How the peer comparison of the run treats its figures (each device against its peers)."""
     verdict_labels: tuple[VerdictLabel, ...] = ()
@@ -237,8 +244,30 @@ def register(benchmark: Benchmark) -> Benchmark:
     held = _REGISTRY.get(benchmark.name)
     if held is not None and held != benchmark:
         raise ValueError(f"benchmark {benchmark.name!r} registered twice")
+    _check_threshold_keys(benchmark)
     _REGISTRY[benchmark.name] = benchmark
     return benchmark
+
+
+def threshold_keys() -> dict[str, type]:
+    """Every key of the ``[thresholds]`` table that a registered benchmark declares -> the
+    limits class that declares it."""
+    return {
+        f.name: b.thresholds
+        for b in _REGISTRY.values()
+        if b.thresholds is not None
+        for f in dataclasses.fields(b.thresholds)
+    }
+
+
+def _check_threshold_keys(benchmark: Benchmark) -> None:
+    if benchmark.thresholds is None:
+        return
+    taken = {f.name for f in dataclasses.fields(Thresholds)}
+    taken |= {k for k, kind in threshold_keys().items() if kind is not benchmark.thresholds}
+    clash = sorted(taken & {f.name for f in dataclasses.fields(benchmark.thresholds)})
+    if clash:
+        raise ValueError(f"benchmark {benchmark.name!r}: threshold {clash[0]!r} is taken")
 
 
 _RUN_PARTS: dict[str, RunPart] = {}

@@ -1,83 +1,43 @@
-"""The limits the verdicts apply: :class:`Thresholds`, one field a limit, with its default.
+"""The limits the verdicts apply: :class:`Thresholds`, one field a limit of the run as a whole,
+with its default, and the limits each benchmark declares itself.
 
-One definition for the config (which reads the ``[thresholds]`` table and ``--set`` overrides
-into it) and the analysis modules (which apply it); standard library only.
+A benchmark's own limits are a frozen dataclass in its folder (``Benchmark.thresholds``), whose
+fields are keys of the same ``[thresholds]`` table; ``Thresholds.given`` holds those set for
+the run and :meth:`Thresholds.of` gives a benchmark's limits with them.  One definition for the
+config (which reads the ``[thresholds]`` table and ``--set`` overrides into it) and the analysis
+modules (which apply it); standard library only.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from clusterbench.schema import Results
 
-__all__ = ["Thresholds", "practical_floor", "run_thresholds"]
+__all__ = ["Thresholds", "check_positive", "practical_floor", "run_thresholds"]
+
+L = TypeVar("L")
+
+
+def check_positive(limits: Any) -> None:
+    """ValueError for a limit of ``limits`` (a dataclass) that is zero or negative."""
+    for f in dataclasses.fields(limits):
+        value = getattr(limits, f.name)
+        if isinstance(value, int | float) and value <= 0:
+            raise ValueError(f"{f.name} must be positive, got {value}")
 
 
 @dataclass(kw_only=True, slots=True)
 class Thresholds:
     """Limits the verdicts apply; each one can be changed in a ``[thresholds]`` table."""
 
-    gemm_min_efficiency: float = 0.65
-    """Best GEMM below this fraction of the dense peak -> warn (cluster-benchmarking guide:
-    >65%)."""
-    mixed_precision_min_speedup: float = 2.0
-    """BF16/FP16 GEMM below this multiple of FP32 -> warn (cluster-benchmarking guide: 2-3x)."""
-    hbm_min_efficiency: float = 0.80
-    """Device memory copy below this fraction of the spec bandwidth -> warn."""
-    weight_update_min_vs_hbm: float = 0.5
-    """The best optimizer step of a layout below this fraction of the copy bandwidth the memory
-    benchmark measured on the same device -> warn.  A fused AdamW step is one pass over its
-    seven tensor streams: 268M fp32 parameters in 2.2 ms on an H200, 3.4 TB/s of 28 B/param,
-    about 80% of the 4.27 TB/s copy (docs/reference.md); the bottleneck-analysis paper saw FP16
-    updates at 65% of theoretical HBM on H100.  Foreach AdamW writes and re-reads temporaries,
-    about three times the necessary bytes, so below half the step is not on a fused path."""
-    host_device_min_efficiency: float = 0.80
-    """Pinned host<->device below this fraction of the PCIe link rate -> warn."""
-    p2p_min_efficiency: float = 0.80
-    """GPU<->GPU copy below this fraction of the NVLink spec -> warn (cluster-benchmarking guide:
-    links >= 80%)."""
-    remote_numa_max_loss: float = 0.20
-    """Host<->device from another NUMA node more than this fraction slower -> info."""
-    busbw_min_efficiency: float = 0.80
-    """Collective busbw at the largest size below this fraction of the link's peak (within a
-    node what healthy NVLink of the SKU reaches, else its spec; the node's NICs across nodes)
-    -> warn (cluster-benchmarking guide: links >= 80%)."""
-    network_min_efficiency: float = 0.80
-    """Node-to-node TCP/RDMA below this fraction of the slower link rate -> warn
-    (cluster-benchmarking guide: "less than 80% of theoretical, start debugging")."""
-    min_internode_gbps_large_model: float = 400.0
-    """Per-node inter-node Gb/s needed for models above 7B parameters (cluster-benchmarking guide:
-    400, prefer 800)."""
-    model_params_b: float | None = None
-    """Model size in billions of parameters; enables the large-model network check."""
-    scaling_min_efficiency_warn: float = 0.90
-    """Training scaling efficiency below this -> warn (cluster-benchmarking guide: >= 90%)."""
-    scaling_min_efficiency_fail: float = 0.80
-    """...and below this -> fail (cluster-benchmarking guide: below 80% there is a bottleneck)."""
     prediction_target_efficiency: float = 0.90
     """The weak-scaling efficiency the run's prediction at larger GPU counts aims for: the
     inter-node bandwidth per node it needs is stated, and a predicted efficiency below it at
     the largest count (1024 GPUs) -> warn (cluster-benchmarking guide: >= 90%); at most 1."""
-    mfu_min: float = 0.40
-    """MFU below this for models of 1.3B parameters and more -> warn.  The cluster-benchmarking
-    guide expects 50-60% on H100; public large runs reach 41-48% (Megatron-LM) and 33-39%
-    (torchtitan 8B FSDP), docs/reference.md."""
-    gpu_busy_min: float = 0.90
-    """GPU busy below this fraction while training with the real data loader -> input-bound
-    (cluster-benchmarking guide: utilisation under 90% means the input pipeline or coordination
-    holds it back)."""
-    checkpoint_min_save_gbps: float = 0.5
-    """Checkpoint save below this many GB/s (checkpoints of 1 GB and more) -> info.  torch.save
-    of the 125m model's 1.81 GiB state reached 0.639 GB/s on the H200 machine's local disk,
-    docs/results/H200-level3.md."""
-    checkpoint_stall_max_pct: float = 10.0
-    """Training slowed by more than this % during an asynchronous checkpoint save -> warn."""
-    checkpoint_min_free_ratio: float = 2.0
-    """Free space in the checkpoint directory below this many checkpoints -> warn (keep the last
-    good one while the next is written)."""
     telemetry_throttle_min_fraction: float = 0.1
     """A limiting clocks-event reason (SW power cap, HW slowdown, SW/HW thermal slowdown, power
     brake) active in at least this fraction of a measurement's telemetry samples -> a
@@ -85,11 +45,6 @@ class Thresholds:
     telemetry_hot_margin_c: float = 5.0
     """A GPU whose temperature came within this many degrees C of its own slowdown temperature
     (NVML's threshold) during a benchmark -> warn (``telemetry.hot``)."""
-    straggler_min_spread_pct: float = 5.0
-    """A rank whose collectives start later than the others by more than this % of the step
-    (and at least 1 ms) is the straggler -> fail; for a team's traces, a rank whose lateness
-    costs the job this much of the step (and 1 ms) by the trace's what-if.  A busy-time
-    outlier (``attribution.slow_rank``) must be this far above the others too."""
     nvlink_crc_fail_per_s: float = 100.0
     """NVLink CRC errors (flit or data) that grow during a run -> warn; at this many per second
     on one link -> fail (DCGM's health watch: "CRC errors only matter at rates of 100+ per
@@ -175,16 +130,23 @@ class Thresholds:
     rounds' noise (1.4826 x the MAD of the change from one round to the next / sqrt 2, which a
     steady trend or one step does not inflate)."""
 
+    given: dict[str, Any] = field(default_factory=dict)
+    """The limits benchmarks declare themselves (``Benchmark.thresholds``) that were set for the
+    run, by key; the others keep their declared defaults (:meth:`of`)."""
+
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if value is not None and value <= 0:
-                raise ValueError(f"{f.name} must be positive, got {value}")
+        check_positive(self)
         if self.prediction_target_efficiency > 1:
             raise ValueError(
                 f"prediction_target_efficiency must be at most 1, got "
                 f"{self.prediction_target_efficiency}"
             )
+
+    def of(self, kind: type[L]) -> L:
+        """A benchmark's limits (``kind``, its ``Benchmark.thresholds``): those set for the run,
+        the declared defaults for the rest."""
+        names = {f.name for f in dataclasses.fields(kind)}  # type: ignore[arg-type]
+        return kind(**{k: v for k, v in self.given.items() if k in names})
 
 
 def practical_floor(unit: str, thresholds: Thresholds, *, device: str = "") -> tuple[float, float]:
@@ -210,12 +172,14 @@ def practical_floor(unit: str, thresholds: Thresholds, *, device: str = "") -> t
 
 def run_thresholds(results: Results) -> Thresholds:
     """The thresholds the run was made with (``run.config.thresholds``); keys this version does
-    not know are left out, those it misses keep their defaults."""
+    not know are left out (no benchmark's limits name them), those it misses keep their
+    defaults."""
     recorded = results.run.config.get("thresholds")
     if not isinstance(recorded, dict):
         return Thresholds()
-    names = {f.name for f in dataclasses.fields(Thresholds)}
+    names = {f.name for f in dataclasses.fields(Thresholds)} - {"given"}
+    given = {k: v for k, v in recorded.items() if k not in names}
     try:
-        return Thresholds(**{k: v for k, v in recorded.items() if k in names})
+        return Thresholds(given=given, **{k: v for k, v in recorded.items() if k in names})
     except (TypeError, ValueError):
         return Thresholds()

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from clusterbench.benchmarks.gemm.thresholds import GemmThresholds
+from clusterbench.benchmarks.memory.thresholds import MemoryThresholds
 from clusterbench.config import ConfigError, Thresholds, build_run_config
 
 
@@ -23,7 +25,8 @@ def test_set_overrides_parse_lists_numbers_and_thresholds() -> None:
     )
     assert cfg.benchmarks["gemm"].dtypes == ["bf16", "fp8"]
     assert cfg.benchmarks["gemm"].repeats == 7
-    assert cfg.thresholds.gemm_min_efficiency == 0.7
+    assert cfg.thresholds.of(GemmThresholds).gemm_min_efficiency == 0.7
+    assert cfg.to_dict()["thresholds"]["gemm_min_efficiency"] == 0.7
 
 
 def test_toml_file_selects_and_tunes(tmp_path: Path) -> None:
@@ -37,7 +40,7 @@ def test_toml_file_selects_and_tunes(tmp_path: Path) -> None:
     assert list(cfg.benchmarks) == ["gemm"]
     assert cfg.benchmarks["gemm"].dtypes == ["fp32"]
     assert cfg.timeout_s == 60
-    assert cfg.thresholds.hbm_min_efficiency == 0.5
+    assert cfg.thresholds.of(MemoryThresholds).hbm_min_efficiency == 0.5
 
 
 def test_cli_flags_beat_the_file(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from clusterbench.analysis.run import report_plots, summary_sections
 from clusterbench.benchmarks.attribution import AttributionMetrics as A
 from clusterbench.benchmarks.training.findings import scaling_findings
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T
+from clusterbench.benchmarks.training.thresholds import TrainingThresholds
 from clusterbench.benchmarks.weight_update import WeightUpdateMetrics as W
 from clusterbench.judging.advice import advice_evidence
 from clusterbench.report import export_prometheus
@@ -311,7 +312,7 @@ def test_a_broken_cost_json_costs_the_summary_nothing(tmp_path: Path) -> None:
 
 def _measured_findings(results: Results) -> Results:
     """``results`` with the training benchmark's own scaling verdicts at the run's thresholds."""
-    t = run_thresholds(results)
+    t = run_thresholds(results).of(TrainingThresholds)
     found = scaling_findings(
         results, warn=t.scaling_min_efficiency_warn, fail=t.scaling_min_efficiency_fail
     )

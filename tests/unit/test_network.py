@@ -238,7 +238,7 @@ def test_network_findings_reads_the_thresholds() -> None:
     results = _results(_nic("a", "eth0", 100, "up", kind="ethernet"), _tcp(50, 100))
     ids = [f.id for f in findings(results, Thresholds())]
     assert ids == ["network.low_tcp_throughput"]
-    big = Thresholds(model_params_b=70.0, network_min_efficiency=0.4)
+    big = Thresholds(given={"model_params_b": 70.0, "network_min_efficiency": 0.4})
     assert [f.id for f in findings(results, big)] == ["network.internode_too_slow"]
 
 

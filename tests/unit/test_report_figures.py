@@ -22,6 +22,7 @@ from clusterbench.analysis.run import report_plots
 from clusterbench.benchmarks.attribution import AttributionMetrics as A
 from clusterbench.benchmarks.attribution import figures as attribution_figures
 from clusterbench.benchmarks.attribution import findings as attribution_analysis
+from clusterbench.benchmarks.attribution.thresholds import AttributionThresholds
 from clusterbench.benchmarks.collectives import CollectivesMetrics as C
 from clusterbench.benchmarks.collectives import figures as collectives_figures
 from clusterbench.benchmarks.collectives import findings as collectives_analysis
@@ -474,7 +475,7 @@ def test_attribution_stacks_the_four_classes_per_rank_and_marks_the_straggler() 
             )
         )
     (finding,) = attribution_analysis.straggler_findings(
-        results_of(ms, num_nodes=2), min_spread_pct=Thresholds().straggler_min_spread_pct
+        results_of(ms, num_nodes=2), min_spread_pct=AttributionThresholds().straggler_min_spread_pct
     )
     assert finding.evidence["rank"] == 2
     (plot,) = figures_of("attribution", ms, PlotContext(multi_host=True))

@@ -38,7 +38,7 @@ def test_scaling_efficiency_thresholds(efficiency: float, backend: str, expected
 def test_scaling_warn_follows_the_threshold() -> None:
     at_92 = [meas("scaling_efficiency", 92.0)]
     assert findings(at_92) == []  # above the default 90%
-    stricter = Thresholds(scaling_min_efficiency_warn=0.95)
+    stricter = Thresholds(given={"scaling_min_efficiency_warn": 0.95})
     [warn] = findings(at_92, thresholds=stricter)
     assert (warn.id, warn.severity) == ("training.scaling_efficiency", "warn")
     assert "below 95%" in warn.message

@@ -148,10 +148,10 @@ def test_threshold_override_changes_the_outcome() -> None:
     at_80 = make_results([gemm_best(791.2)])
     assert "gemm.low_efficiency" in ids(gemm_analysis.findings(at_60, Thresholds()))
     assert "gemm.low_efficiency" not in ids(
-        gemm_analysis.findings(at_60, Thresholds(gemm_min_efficiency=0.5))
+        gemm_analysis.findings(at_60, Thresholds(given={"gemm_min_efficiency": 0.5}))
     )
     assert "gemm.low_efficiency" in ids(
-        gemm_analysis.findings(at_80, Thresholds(gemm_min_efficiency=0.85))
+        gemm_analysis.findings(at_80, Thresholds(given={"gemm_min_efficiency": 0.85}))
     )
 
 

@@ -109,7 +109,7 @@ def test_the_share_of_hbm_is_against_each_devices_own_copy() -> None:
 @pytest.mark.parametrize(("gbps", "warned"), [(2000.0, False), (1999.0, True)])
 def test_the_threshold_from_both_sides(gbps: float, warned: bool) -> None:
     ms = [copy(4000.0), *update("adamw_foreach", gbps), *update("sgd_foreach", gbps / 2)]
-    found = analysis.findings(results(ms), Thresholds(weight_update_min_vs_hbm=0.5))
+    found = analysis.findings(results(ms), Thresholds(given={"weight_update_min_vs_hbm": 0.5}))
     low = of(found, "weight_update.below_hbm")
     assert bool(low) is warned
     if warned:

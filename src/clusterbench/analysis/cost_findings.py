@@ -34,6 +34,7 @@ from typing import Literal
 from clusterbench.analysis.cost_scale import AtScale, Throughput
 from clusterbench.benchmarks.attribution import AttributionMetrics
 from clusterbench.benchmarks.training.settings import TrainingMetrics
+from clusterbench.benchmarks.training.thresholds import TrainingThresholds
 from clusterbench.benchmarks.weight_update import WeightUpdateMetrics
 from clusterbench.judging.advice import Advice, collect_advice
 from clusterbench.schema import Finding, Results
@@ -218,7 +219,7 @@ def _scaling(
     threshold's warn level, named as the finding names it), priced only where it is the
     efficiency of the cluster priced: the row priced was measured at that world size."""
     out: list[PricedFinding | Unpriced] = []
-    target = t.scaling_min_efficiency_warn
+    target = t.of(TrainingThresholds).scaling_min_efficiency_warn
     for f in results.findings:
         if f.id != "training.scaling_efficiency":
             continue

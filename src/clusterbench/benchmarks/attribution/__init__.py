@@ -9,6 +9,7 @@ from clusterbench.benchmarks.attribution.settings import (
     AttributionModel,
     sweep_counts,
 )
+from clusterbench.benchmarks.attribution.thresholds import AttributionThresholds
 from clusterbench.benchmarks.rules import PeerRules
 from clusterbench.registry import FROM_STANDARD, Benchmark
 
@@ -31,6 +32,7 @@ BENCHMARK = Benchmark(
     description=("Step time split into compute, memory, communication and coordination, per rank."),
     settings=AttributionConfig,
     metrics=AttributionMetrics,
+    thresholds=AttributionThresholds,
     budget=MODEL,
     findings="clusterbench.benchmarks.attribution.findings:findings",
     section="clusterbench.benchmarks.attribution.section:section",

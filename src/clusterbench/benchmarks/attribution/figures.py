@@ -9,6 +9,7 @@ from collections import defaultdict
 
 from clusterbench.benchmarks.attribution.accum_figures import accum_figure
 from clusterbench.benchmarks.attribution.findings import CLASSES, find_straggler
+from clusterbench.benchmarks.attribution.thresholds import AttributionThresholds
 from clusterbench.schema import Measurement
 from clusterbench.views.cells import Grid, format_value, where
 from clusterbench.views.figures import (
@@ -68,7 +69,9 @@ def _classes_figure(ms: list[Measurement], ctx: PlotContext) -> Plot | None:
         bargap=0.15 if len(ranks) < 64 else 0.0,
     )
     notes = []
-    straggler = find_straggler(mean, min_spread_pct=ctx.thresholds.straggler_min_spread_pct)
+    straggler = find_straggler(
+        mean, min_spread_pct=ctx.thresholds.of(AttributionThresholds).straggler_min_spread_pct
+    )
     if straggler is not None:
         m, r = straggler.step_time, straggler.rank
         fig_layout["annotations"] = [

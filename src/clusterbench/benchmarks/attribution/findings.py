@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 from clusterbench.benchmarks.attribution import AttributionMetrics
 from clusterbench.benchmarks.attribution.accum import accum_idle_findings
+from clusterbench.benchmarks.attribution.thresholds import AttributionThresholds
 from clusterbench.benchmarks.collectives.findings import low_busbw_findings
+from clusterbench.benchmarks.collectives.thresholds import CollectivesThresholds
 from clusterbench.benchmarks.dataloader import DataloaderMetrics
 from clusterbench.benchmarks.gemm import GemmMetrics
 from clusterbench.benchmarks.memory import MemoryMetrics
@@ -128,13 +130,17 @@ clusterbench's settings."""
 def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     """Every attribution verdict: the dominant class, the straggler, ranks busy for longer,
     the accumulation sweep's statement."""
-    stragglers = straggler_findings(results, min_spread_pct=thresholds.straggler_min_spread_pct)
+    limits = thresholds.of(AttributionThresholds)
+    collectives = thresholds.of(CollectivesThresholds)
+    stragglers = straggler_findings(results, min_spread_pct=limits.straggler_min_spread_pct)
     slow = busy_time_outliers(
         results, mads=thresholds.outlier_mads, min_rel=thresholds.outlier_min_rel,
-        min_spread_pct=thresholds.straggler_min_spread_pct,
+        min_spread_pct=limits.straggler_min_spread_pct,
     )  # fmt: skip
     verdict = verdict_findings(
-        results, stragglers=stragglers, min_busbw_efficiency=thresholds.busbw_min_efficiency
+        results,
+        stragglers=stragglers,
+        min_busbw_efficiency=collectives.busbw_min_efficiency,
     )
     return [*verdict, *stragglers, *slow, *accum_idle_findings(results)]
 

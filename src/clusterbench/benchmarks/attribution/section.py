@@ -15,8 +15,8 @@ from clusterbench.benchmarks.attribution.accum import (
     accum_statement,
 )
 from clusterbench.benchmarks.attribution.findings import find_straggler
+from clusterbench.benchmarks.attribution.thresholds import AttributionThresholds
 from clusterbench.schema import Measurement
-from clusterbench.thresholds import Thresholds
 from clusterbench.views.cells import Grid, Section, format_value, metric_cell, where
 
 __all__ = ["section"]
@@ -100,7 +100,7 @@ def _whatif_grid(ms: list[Measurement]) -> Grid | None:
     step_ms = statistics.median(steps)
     # a rank-wide fix counts the median rank without the straggler: its idle is its lateness
     # the straggler as the findings name it (the same rule, not a second one)
-    named = find_straggler(ms, min_spread_pct=Thresholds().straggler_min_spread_pct)
+    named = find_straggler(ms, min_spread_pct=AttributionThresholds().straggler_min_spread_pct)
     late = named.rank if named is not None else None
     rows: list[tuple[str, ...]] = []
     for fix, label in _WHATIFS.items():

@@ -9,6 +9,7 @@ from clusterbench.benchmarks.checkpoint.settings import (
     CheckpointMetrics,
     Format,
 )
+from clusterbench.benchmarks.checkpoint.thresholds import CheckpointThresholds
 from clusterbench.registry import FROM_STANDARD, Benchmark
 
 __all__ = ["FORMATS", "STATES", "CheckpointConfig", "CheckpointMetrics", "Format"]
@@ -25,6 +26,7 @@ BENCHMARK = Benchmark(
     ),
     settings=CheckpointConfig,
     metrics=CheckpointMetrics,
+    thresholds=CheckpointThresholds,
     budget=MODEL,
     findings="clusterbench.benchmarks.checkpoint.findings:findings",
     section="clusterbench.benchmarks.checkpoint.section:section",

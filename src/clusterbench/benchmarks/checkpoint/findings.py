@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from clusterbench.benchmarks.checkpoint import CheckpointMetrics
 from clusterbench.benchmarks.checkpoint.predict import prediction_findings
+from clusterbench.benchmarks.checkpoint.thresholds import CheckpointThresholds
 from clusterbench.judging.measurements import as_number, gpu_severity, scope_label
 from clusterbench.schema import Finding, Results
 from clusterbench.thresholds import Thresholds
@@ -38,10 +39,11 @@ _STALL_FIX = (
 
 def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     """Every checkpoint verdict, against ``thresholds.checkpoint_*``."""
+    limits = thresholds.of(CheckpointThresholds)
     return [
-        *save_bandwidth_findings(results, min_gbps=thresholds.checkpoint_min_save_gbps),
-        *async_stall_findings(results, max_pct=thresholds.checkpoint_stall_max_pct),
-        *free_space_findings(results, min_ratio=thresholds.checkpoint_min_free_ratio),
+        *save_bandwidth_findings(results, min_gbps=limits.checkpoint_min_save_gbps),
+        *async_stall_findings(results, max_pct=limits.checkpoint_stall_max_pct),
+        *free_space_findings(results, min_ratio=limits.checkpoint_min_free_ratio),
         *prediction_findings(results),
     ]
 

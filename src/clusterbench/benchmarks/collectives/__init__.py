@@ -15,6 +15,7 @@ from clusterbench.benchmarks.collectives.settings import (
     TuneOp,
     TuneProto,
 )
+from clusterbench.benchmarks.collectives.thresholds import CollectivesThresholds
 from clusterbench.benchmarks.rules import VerdictLabel
 from clusterbench.registry import ALL_SUITES, Benchmark
 
@@ -43,6 +44,7 @@ BENCHMARK = Benchmark(
     ),
     settings=CollectivesConfig,
     metrics=CollectivesMetrics,
+    thresholds=CollectivesThresholds,
     budget=MODEL,
     findings="clusterbench.benchmarks.collectives.findings:findings",
     section="clusterbench.benchmarks.collectives.section:section",

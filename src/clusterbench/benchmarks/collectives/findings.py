@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clusterbench.benchmarks.collectives import CollectivesMetrics
+from clusterbench.benchmarks.collectives.thresholds import CollectivesThresholds
 from clusterbench.benchmarks.collectives.tune_findings import tune_findings
 from clusterbench.judging.node_pairs import SlowPairs, slow_node_pairs, slow_pair_finding
 from clusterbench.judging.peers import SPREAD_SIGMAS, pooled_cv, repeat_cv
@@ -39,9 +40,10 @@ _DOWN_STATES = frozenset({"down", "disabled", "polling", "init", "armed", "dorma
 def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     """Every collectives finding: wrong results (fail), low busbw (warn), slow node pair (fail),
     and the NCCL tuning sweep's (:mod:`.nccl_tune_findings`)."""
+    limits = thresholds.of(CollectivesThresholds)
     return [
         *wrong_result_findings(results),
-        *low_busbw_findings(results, min_efficiency=thresholds.busbw_min_efficiency),
+        *low_busbw_findings(results, min_efficiency=limits.busbw_min_efficiency),
         *node_pair_findings(
             results,
             mads=thresholds.outlier_mads,

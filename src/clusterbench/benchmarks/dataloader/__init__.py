@@ -9,6 +9,7 @@ from clusterbench.benchmarks.dataloader.settings import (
     DatasetName,
     ImageModel,
 )
+from clusterbench.benchmarks.dataloader.thresholds import DataloaderThresholds
 from clusterbench.registry import FROM_STANDARD, Benchmark
 
 __all__ = ["DATASETS", "DataloaderConfig", "DataloaderMetrics", "DatasetName", "ImageModel"]
@@ -24,6 +25,7 @@ BENCHMARK = Benchmark(
     ),
     settings=DataloaderConfig,
     metrics=DataloaderMetrics,
+    thresholds=DataloaderThresholds,
     budget=MODEL,
     findings="clusterbench.benchmarks.dataloader.findings:findings",
     section="clusterbench.benchmarks.dataloader.section:section",

@@ -12,6 +12,7 @@ from collections import defaultdict
 from typing import Any
 
 from clusterbench.benchmarks.dataloader import DataloaderMetrics
+from clusterbench.benchmarks.dataloader.thresholds import DataloaderThresholds
 from clusterbench.judging.advice import advice_evidence, compare_samples
 from clusterbench.judging.measurements import gpu_severity, scope_label
 from clusterbench.schema import Finding, Measurement, Results
@@ -28,8 +29,9 @@ _REMEDIES = (
 
 def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     """Every input-pipeline verdict (the busy limit is ``thresholds.gpu_busy_min``)."""
+    limits = thresholds.of(DataloaderThresholds)
     return [
-        *input_bound_findings(results, min_busy=thresholds.gpu_busy_min),
+        *input_bound_findings(results, min_busy=limits.gpu_busy_min),
         *slow_default_findings(results, alpha=thresholds.regression_alpha),
     ]
 

@@ -11,6 +11,7 @@ from clusterbench.benchmarks.gemm.settings import (
     check_shape_lists,
     parse_shape,
 )
+from clusterbench.benchmarks.gemm.thresholds import GemmThresholds
 from clusterbench.benchmarks.rules import PeerRules, VerdictLabel
 from clusterbench.registry import ALL_SUITES, Benchmark
 
@@ -34,6 +35,7 @@ BENCHMARK = Benchmark(
     description="Matrix-multiply TFLOP/s per dtype over a sweep of shapes (best and geomean).",
     settings=GemmConfig,
     metrics=GemmMetrics,
+    thresholds=GemmThresholds,
     budget=MODEL,
     findings="clusterbench.benchmarks.gemm.findings:findings",
     section="clusterbench.benchmarks.gemm.section:section",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from clusterbench.benchmarks.gemm import GemmMetrics
+from clusterbench.benchmarks.gemm.thresholds import GemmThresholds
 from clusterbench.judging.measurements import as_number, ref_value, scope_label
 from clusterbench.schema import Finding, Results
 from clusterbench.thresholds import Thresholds
@@ -26,10 +27,11 @@ MIXED_PRECISION_DTYPES = ("bf16", "fp16")
 
 def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     """Every verdict on the gemm measurements: correctness, efficiency, mixed precision."""
+    limits = thresholds.of(GemmThresholds)
     return [
         *gemm_correctness_findings(results),
-        *gemm_efficiency_findings(results, min_efficiency=thresholds.gemm_min_efficiency),
-        *mixed_precision_findings(results, min_speedup=thresholds.mixed_precision_min_speedup),
+        *gemm_efficiency_findings(results, min_efficiency=limits.gemm_min_efficiency),
+        *mixed_precision_findings(results, min_speedup=limits.mixed_precision_min_speedup),
     ]
 
 

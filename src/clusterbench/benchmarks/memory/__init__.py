@@ -8,6 +8,7 @@ from clusterbench.benchmarks.memory.settings import (
     MemoryMetrics,
     Op,
 )
+from clusterbench.benchmarks.memory.thresholds import MemoryThresholds
 from clusterbench.benchmarks.rules import PeerRules, VerdictLabel
 from clusterbench.registry import ALL_SUITES, Benchmark
 
@@ -22,6 +23,7 @@ BENCHMARK = Benchmark(
     description="Device memory bandwidth (GB/s): copy, read and write of large buffers.",
     settings=MemoryConfig,
     metrics=MemoryMetrics,
+    thresholds=MemoryThresholds,
     budget=MODEL,
     findings="clusterbench.benchmarks.memory.findings:findings",
     section="clusterbench.benchmarks.memory.section:section",

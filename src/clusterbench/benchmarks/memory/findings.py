@@ -6,6 +6,7 @@ Pure functions: a :class:`~clusterbench.schema.Results` in, a list of findings o
 from __future__ import annotations
 
 from clusterbench.benchmarks.memory import MemoryMetrics
+from clusterbench.benchmarks.memory.thresholds import MemoryThresholds
 from clusterbench.judging.measurements import best_by, per_device, ref_value, scope_label
 from clusterbench.schema import Finding, Results
 from clusterbench.thresholds import Thresholds
@@ -15,7 +16,8 @@ __all__ = ["findings", "hbm_findings"]
 
 def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     """Every verdict on the memory measurements."""
-    return hbm_findings(results, min_efficiency=thresholds.hbm_min_efficiency)
+    limits = thresholds.of(MemoryThresholds)
+    return hbm_findings(results, min_efficiency=limits.hbm_min_efficiency)
 
 
 def hbm_findings(results: Results, *, min_efficiency: float) -> list[Finding]:

@@ -7,6 +7,7 @@ from clusterbench.benchmarks.network.settings import (
     NetworkMetrics,
     Tool,
 )
+from clusterbench.benchmarks.network.thresholds import NetworkThresholds
 from clusterbench.registry import FROM_STANDARD, Benchmark
 
 __all__ = ["NetworkConfig", "NetworkMetrics", "Tool"]
@@ -22,6 +23,7 @@ BENCHMARK = Benchmark(
     ),
     settings=NetworkConfig,
     metrics=NetworkMetrics,
+    thresholds=NetworkThresholds,
     budget=MODEL,
     findings="clusterbench.benchmarks.network.findings:findings",
     section="clusterbench.benchmarks.network.section:section",

@@ -14,6 +14,7 @@ from typing import Any
 
 from clusterbench.benchmarks.network import NetworkMetrics
 from clusterbench.benchmarks.network.bandwidth_ratio import bandwidth_ratio_findings
+from clusterbench.benchmarks.network.thresholds import NetworkThresholds
 from clusterbench.hardware.sysfs import RDMA_KINDS
 from clusterbench.judging.measurements import best_by, ref_value, scope_label
 from clusterbench.judging.node_pairs import SlowPairs, slow_node_pairs, slow_pair_finding
@@ -67,7 +68,8 @@ _CAPACITY_FIX = (
 
 def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     """Every network verdict; the large-model check only when ``thresholds.model_params_b``."""
-    min_efficiency = thresholds.network_min_efficiency
+    limits = thresholds.of(NetworkThresholds)
+    min_efficiency = limits.network_min_efficiency
     return [
         *nic_state_findings(results),
         *tcp_throughput_findings(results, min_efficiency=min_efficiency),
@@ -80,8 +82,8 @@ def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
         ),
         *internode_capacity_findings(
             results,
-            model_params_b=thresholds.model_params_b or 0.0,
-            min_gbps=thresholds.min_internode_gbps_large_model,
+            model_params_b=limits.model_params_b or 0.0,
+            min_gbps=limits.min_internode_gbps_large_model,
         ),
         *bandwidth_ratio_findings(results),
     ]

@@ -13,6 +13,7 @@ cases and ``TrainingMetrics``).
 from clusterbench.benchmarks.rules import VerdictLabel
 from clusterbench.benchmarks.training.budget import MODEL
 from clusterbench.benchmarks.training.settings import TrainingConfig, TrainingMetrics
+from clusterbench.benchmarks.training.thresholds import TrainingThresholds
 from clusterbench.registry import FROM_STANDARD, Benchmark
 
 __all__ = ["BENCHMARK"]
@@ -28,6 +29,7 @@ BENCHMARK = Benchmark(
     ),
     settings=TrainingConfig,
     metrics=TrainingMetrics,
+    thresholds=TrainingThresholds,
     budget=MODEL,
     findings="clusterbench.benchmarks.training.findings:findings",
     section="clusterbench.benchmarks.training.section:section",

@@ -12,6 +12,7 @@ from __future__ import annotations
 from clusterbench.analysis import partition_findings
 from clusterbench.benchmarks.training.settings import TrainingMetrics
 from clusterbench.benchmarks.training.shapes import Model
+from clusterbench.benchmarks.training.thresholds import TrainingThresholds
 from clusterbench.judging.measurements import gpu_severity, scope_label
 from clusterbench.metrics import Metric
 from clusterbench.schema import Finding, Measurement, Results
@@ -31,13 +32,14 @@ _ACCUM_KNEE = 4  # the bottleneck-analysis paper's claim: idle grows past four a
 
 def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     """Every verdict on the training benchmark's measurements."""
+    limits = thresholds.of(TrainingThresholds)
     return [
         *scaling_findings(
             results,
-            warn=thresholds.scaling_min_efficiency_warn,
-            fail=thresholds.scaling_min_efficiency_fail,
+            warn=limits.scaling_min_efficiency_warn,
+            fail=limits.scaling_min_efficiency_fail,
         ),
-        *low_mfu_findings(results, mfu_min=thresholds.mfu_min),
+        *low_mfu_findings(results, mfu_min=limits.mfu_min),
         *grad_accum_findings(results),
         *partition_findings.findings(results, thresholds),
     ]

@@ -11,6 +11,7 @@ from clusterbench.benchmarks.transfer.settings import (
     TransferConfig,
     TransferMetrics,
 )
+from clusterbench.benchmarks.transfer.thresholds import TransferThresholds
 from clusterbench.registry import ALL_SUITES, Benchmark
 
 __all__ = [
@@ -35,6 +36,7 @@ BENCHMARK = Benchmark(
     ),
     settings=TransferConfig,
     metrics=TransferMetrics,
+    thresholds=TransferThresholds,
     budget=MODEL,
     findings="clusterbench.benchmarks.transfer.findings:findings",
     section="clusterbench.benchmarks.transfer.section:section",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from clusterbench.benchmarks.transfer import TransferMetrics
+from clusterbench.benchmarks.transfer.thresholds import TransferThresholds
 from clusterbench.judging.measurements import (
     as_number,
     best_by,
@@ -37,14 +38,15 @@ _PCIE_FIX = (
 
 def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     """Every verdict on the transfer measurements: PCIe link, host<->device, GPU<->GPU."""
+    limits = thresholds.of(TransferThresholds)
     return [
         *pcie_findings(results),
         *host_device_findings(
             results,
-            min_efficiency=thresholds.host_device_min_efficiency,
-            remote_numa_max_loss=thresholds.remote_numa_max_loss,
+            min_efficiency=limits.host_device_min_efficiency,
+            remote_numa_max_loss=limits.remote_numa_max_loss,
         ),
-        *p2p_findings(results, min_efficiency=thresholds.p2p_min_efficiency),
+        *p2p_findings(results, min_efficiency=limits.p2p_min_efficiency),
     ]
 
 

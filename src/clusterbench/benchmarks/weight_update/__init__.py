@@ -6,6 +6,7 @@ from clusterbench.benchmarks.weight_update.settings import (
     WeightUpdateConfig,
     WeightUpdateMetrics,
 )
+from clusterbench.benchmarks.weight_update.thresholds import WeightUpdateThresholds
 from clusterbench.registry import FROM_STANDARD, Benchmark
 
 __all__ = ["WeightUpdateConfig", "WeightUpdateMetrics"]
@@ -22,6 +23,7 @@ BENCHMARK = Benchmark(
     ),
     settings=WeightUpdateConfig,
     metrics=WeightUpdateMetrics,
+    thresholds=WeightUpdateThresholds,
     budget=MODEL,
     findings="clusterbench.benchmarks.weight_update.findings:findings",
     section="clusterbench.benchmarks.weight_update.section:section",

@@ -18,6 +18,7 @@ from clusterbench.benchmarks.memory import MemoryMetrics
 from clusterbench.benchmarks.weight_update import WeightUpdateMetrics
 from clusterbench.benchmarks.weight_update.fused import LAYOUT_TEXT, fused_findings
 from clusterbench.benchmarks.weight_update.optimizers import OPTIMIZER_SPECS, OptimizerSpec
+from clusterbench.benchmarks.weight_update.thresholds import WeightUpdateThresholds
 from clusterbench.judging.measurements import (
     best_by,
     gpu_severity,
@@ -37,8 +38,9 @@ Device = tuple[str, str]
 
 def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     """Every verdict on the weight-update measurements."""
+    limits = thresholds.of(WeightUpdateThresholds)
     return [
-        *hbm_findings(results, min_vs_hbm=thresholds.weight_update_min_vs_hbm),
+        *hbm_findings(results, min_vs_hbm=limits.weight_update_min_vs_hbm),
         *fused_findings(results, alpha=thresholds.regression_alpha),
     ]
 

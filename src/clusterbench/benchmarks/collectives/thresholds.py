@@ -1,0 +1,24 @@
+"""The ``collectives`` benchmark's limits: keys of the ``[thresholds]`` table (``--set
+thresholds.KEY=VALUE``), each with its default; its findings read them with
+``thresholds.of(CollectivesThresholds)``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clusterbench.thresholds import check_positive
+
+__all__ = ["CollectivesThresholds"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CollectivesThresholds:
+    """Limits the collectives verdicts apply."""
+
+    busbw_min_efficiency: float = 0.80
+    """Collective busbw at the largest size below this fraction of the link's peak (within a
+    node what healthy NVLink of the SKU reaches, else its spec; the node's NICs across nodes)
+    -> warn (cluster-benchmarking guide: links >= 80%)."""
+
+    def __post_init__(self) -> None:
+        check_positive(self)
