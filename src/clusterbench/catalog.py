@@ -48,7 +48,6 @@ BUILTIN: tuple[Benchmark, ...] = (
 _A = "clusterbench.analysis"
 _S = "clusterbench.report.sections"
 _F = "clusterbench.report.figures"
-_T = "clusterbench.benchmarks.training"
 RUN_PARTS: tuple[RunPart, ...] = (
     RunPart(name="hosts", findings=f"{_A}.hosts:findings"),
     RunPart(name="nccl", findings=f"{_A}.nccl:nccl_findings"),
@@ -60,8 +59,9 @@ RUN_PARTS: tuple[RunPart, ...] = (
     ),
     RunPart(
         name="training partition",
-        section=f"{_T}.section:partition_section",
-        figures=f"{_T}.figures:partition_figures",
+        findings=f"{_A}.partition_findings:run_findings",
+        section=f"{_S}.partition:section",
+        figures=f"{_F}.partition:figures",
     ),
     RunPart(
         name="placement", findings=f"{_A}.placement:findings", section=f"{_S}.placement:section"

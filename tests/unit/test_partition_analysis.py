@@ -14,15 +14,16 @@ import pytest
 
 from clusterbench import catalog
 from clusterbench.analysis.partition import analyse
-from clusterbench.analysis.partition_findings import partition_finding
+from clusterbench.analysis.partition_findings import partition_finding, run_findings
 from clusterbench.analysis.prediction import predict
 from clusterbench.analysis.run import report_plots, summary_sections
 from clusterbench.analysis.scaling_model import Links, Workload, predict_step
 from clusterbench.benchmarks.training import findings as training
-from clusterbench.benchmarks.training.figures import partition_figures
-from clusterbench.benchmarks.training.section import PARTITION, partition_section
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T
 from clusterbench.judging.advice import ADVICE_KEY, advice_of
+from clusterbench.report.figures.partition import figures as partition_figures
+from clusterbench.report.sections.partition import PARTITION
+from clusterbench.report.sections.partition import section as partition_section
 from clusterbench.schema import Measurement, ParamValue, Results, RunInfo, Stats, ToolInfo
 from clusterbench.thresholds import Thresholds
 from tests.pages import analysed
@@ -112,8 +113,10 @@ def test_a_clear_win_over_the_default_is_recommended_as_measured_advice() -> Non
     assert advice["basis"] == "measured" and advice["change"] == f.fix
     parsed = advice_of(f)
     assert parsed is not None and parsed.gain == pytest.approx(p.recommended.gain, abs=1e-6)
-    # the training findings carry it
-    assert [x.id for x in training.findings(results_of(ms), Thresholds())] == ["training.partition"]
+    # its run part carries it, not the training benchmark's findings
+    run = results_of(ms)
+    assert [x.id for x in run_findings(run, analysed(run))] == ["training.partition"]
+    assert [x.id for x in training.findings(run, Thresholds())] == []
 
 
 @pytest.mark.parametrize(

@@ -7,14 +7,17 @@ the model's error this run measured."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clusterbench.analysis.partition import Partition, Row, analyse
 from clusterbench.judging.advice import advice_evidence
 from clusterbench.schema import Finding, Results
 from clusterbench.thresholds import Thresholds
 
-__all__ = ["findings", "partition_finding", "row_dict", "setting_change"]
+if TYPE_CHECKING:
+    from clusterbench.analysis.view import RunView
+
+__all__ = ["findings", "partition_finding", "row_dict", "run_findings", "setting_change"]
 
 _KEEP = "keep the default partition: no measured partition beat it beyond the noise"
 
@@ -23,6 +26,11 @@ def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     """``training.partition`` when the run searched the partition."""
     got = analyse(results, thresholds)
     return [] if got is None else [partition_finding(got)]
+
+
+def run_findings(results: Results, run: RunView) -> list[Finding]:
+    """The run part's findings: :func:`findings` at the run's thresholds."""
+    return findings(results, run.thresholds)
 
 
 def _ms(value: float | None) -> str:

@@ -2,25 +2,17 @@
 count (one figure per throughput unit: tokens/s for decoders, samples/s for the others), and
 the sweep's throughput per GPU of each combination that ran.
 
-The partition search's figure (:func:`partition_figures`) is drawn from the whole run, as its
-section is (:mod:`clusterbench.benchmarks.training.section`): the time to batch of each
-candidate, measured bars (``meta`` "measurement": the measurements' own medians, the fastest
-to the slowest step as error bars) and predicted ones lighter and hatched (``meta``
-"prediction": computed, not measured; the link fits' band as error bars)."""
+The partition search's figure is a run part's (``report/figures/partition.py``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-from clusterbench.analysis.partition import Partition, Row
-from clusterbench.benchmarks.training import section as sections
 from clusterbench.benchmarks.training.settings import TrainingMetrics as _T
 from clusterbench.metrics import Metric
-from clusterbench.schema import Measurement, Results
+from clusterbench.schema import Measurement
 from clusterbench.views.cells import Grid, format_value
 from clusterbench.views.figures import (
-    MARK_COLOR,
     REFERENCE_COLOR,
     Spread,
     Trace,
@@ -32,10 +24,7 @@ from clusterbench.views.figures import (
 )
 from clusterbench.views.plots import Plot, PlotContext
 
-if TYPE_CHECKING:
-    from clusterbench.analysis.view import RunView
-
-__all__ = ["figures", "partition_figures"]
+__all__ = ["figures"]
 
 _THROUGHPUT = (
     (_T.tokens_per_s, _T.tokens_per_s_per_gpu),
@@ -233,92 +222,5 @@ def _efficiency(case: str, points: dict[int, Spread]) -> Trace:
         "line": {"color": color(case), "dash": "dot", "width": 2},
         "marker": {"symbol": "diamond", "size": 8},
         "hovertemplate": f"{case}, %{{x}} GPUs<br>{mode} scaling efficiency %{{y:.1f}} %"
-        "<extra></extra>",
-    }
-
-
-_MEASURED_COLOR = "#0072B2"
-_PREDICTED_COLOR = "rgba(0,114,178,0.35)"
-
-
-def partition_figures(results: Results, run: RunView) -> list[Plot]:
-    """The partition search's time to batch per candidate ([] when the run did not search)."""
-    p = sections.run_partition(results)
-    drawn = [r for r in p.rows if r.time_ms is not None] if p is not None else []
-    if p is None or not drawn:
-        return []
-    measured = [r for r in drawn if r.basis == "measured"]
-    predicted = [r for r in drawn if r.basis == "predicted"]
-    data = [_partition_bars(measured, p, predicted=False)] if measured else []
-    data += [_partition_bars(predicted, p, predicted=True)] if predicted else []
-    fig = figure(
-        data,
-        layout(
-            x=axis("partition: d ranks × micro-batch × accumulation steps", type="category",
-                   categoryorder="array", categoryarray=[_bar_label(r) for r in drawn]),
-            y=axis("time to batch (ms)", rangemode="tozero"),
-            barmode="overlay",
-        ),
-    )  # fmt: skip
-    notes = [f"Global batch {p.global_batch}; fastest first; outlined: the default partition"
-             + (f", red: the recommended {p.recommended.label}" if p.recommended else
-                ": no measured partition beat it beyond the noise") + "."]  # fmt: skip
-    if predicted:
-        error = p.model_error
-        err = (
-            f"±{100 * error:.0f}% as measured in this run" if error is not None else "not measured"
-        )
-        notes.append(f"Hatched: predicted by the scaling model (error {err}), never recommended.")
-    missing = [f"{r.label}: {r.reason}" for r in p.rows if r.time_ms is None]
-    if missing:
-        notes.append(f"Not run: {'; '.join(missing)}.")
-    return [Plot(f"Training partition of the global batch {p.global_batch}: time to batch",
-                 fig, notes=notes)]  # fmt: skip
-
-
-def _bar_label(r: Row) -> str:
-    return r.label + (" (default)" if r.default else "")
-
-
-def _partition_bars(rows: list[Row], p: Partition, *, predicted: bool) -> Trace:
-    lines = [
-        MARK_COLOR if r is p.recommended else REFERENCE_COLOR if r.default else "rgba(0,0,0,0)"
-        for r in rows
-    ]
-    marker: dict[str, object] = {
-        "color": _PREDICTED_COLOR if predicted else _MEASURED_COLOR,
-        "line": {
-            "color": lines,
-            "width": [3 if r.default or r is p.recommended else 0 for r in rows],
-        },
-    }
-    if predicted:
-        marker["pattern"] = {"shape": "/", "fgcolor": _MEASURED_COLOR}
-    y = [r.time_ms or 0.0 for r in rows]
-    what = "predicted" if predicted else "measured"
-    return {
-        "type": "bar",
-        "meta": "prediction" if predicted else "measurement",
-        "name": f"{what} time to batch (ms)",
-        "x": [_bar_label(r) for r in rows],
-        "y": y,
-        "marker": marker,
-        "error_y": {
-            "type": "data",
-            "symmetric": False,
-            "array": [
-                0.0 if r.high_ms is None else r.high_ms - t for r, t in zip(rows, y, strict=True)
-            ],
-            "arrayminus": [
-                0.0 if r.low_ms is None else t - r.low_ms for r, t in zip(rows, y, strict=True)
-            ],
-            "color": REFERENCE_COLOR,
-            "thickness": 1,
-            "width": 3,
-        },
-        "customdata": [
-            f"{format_value(r.throughput)} {p.unit}; {r.verdict.replace('_', ' ')}" for r in rows
-        ],
-        "hovertemplate": f"%{{x}}<br>{what} %{{y:.4g}} ms to the batch<br>%{{customdata}}"
         "<extra></extra>",
     }

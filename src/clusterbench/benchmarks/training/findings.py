@@ -1,6 +1,6 @@
 """Verdicts on the training benchmark: scaling efficiency, MFU of large models, whether
-synchronisation idle grows with gradient accumulation, and the batch-size partition search
-(:mod:`.partition_findings`).
+synchronisation idle grows with gradient accumulation.  The batch-size partition search is
+judged by its run part (``analysis/partition_findings.py``).
 
 Only the ``scaling`` series is judged for scaling and MFU (sweep cases are comparisons, not
 targets).  The limits are :class:`clusterbench.thresholds.Thresholds`'
@@ -9,7 +9,6 @@ targets).  The limits are :class:`clusterbench.thresholds.Thresholds`'
 
 from __future__ import annotations
 
-from clusterbench.analysis import partition_findings
 from clusterbench.benchmarks.training.settings import TrainingMetrics
 from clusterbench.benchmarks.training.shapes import Model
 from clusterbench.benchmarks.training.thresholds import TrainingThresholds
@@ -41,7 +40,6 @@ def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
         ),
         *low_mfu_findings(results, mfu_min=limits.mfu_min),
         *grad_accum_findings(results),
-        *partition_findings.findings(results, thresholds),
     ]
 
 
