@@ -7,6 +7,9 @@ library), function-level and ``if TYPE_CHECKING:`` imports included, and fails o
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import grimp
 import pytest
 
@@ -96,3 +99,102 @@ def test_measurement_never_reaches_up(importer: str, imported: str) -> None:
     graph = _graph()
     chains = graph.find_shortest_chains(importer=importer, imported=imported)
     assert not chains, f"{importer} imports {imported}: {sorted(chains)[:3]}"
+
+
+def _top(module: str) -> str:
+    """``clusterbench.analysis.run`` -> ``clusterbench.analysis``."""
+    return ".".join(module.split(".")[:2])
+
+
+def string_imports(package_dir: Path, package: str) -> set[tuple[str, str]]:
+    """(importer, imported) for each ``importlib.import_module("<package>...")`` or
+    ``__import__("<package>...")`` with a literal name: the imports grimp cannot see."""
+    found: set[tuple[str, str]] = set()
+    for path in package_dir.rglob("*.py"):
+        parts = path.relative_to(package_dir.parent).with_suffix("").parts
+        importer = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and node.args):
+                continue
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else None
+            name = name or (node.func.id if isinstance(node.func, ast.Name) else None)
+            arg = node.args[0]
+            if (
+                name in ("import_module", "__import__")
+                and isinstance(arg, ast.Constant)
+                and isinstance(arg.value, str)
+                and arg.value.split(".")[0] == package
+            ):
+                found.add((importer, arg.value))
+    return found
+
+
+def package_edges(graph: grimp.ImportGraph, extra: set[tuple[str, str]]) -> dict[str, set[str]]:
+    """Imports between the package's top-level modules and subpackages, grimp's and ``extra``."""
+    edges: dict[str, set[str]] = {}
+    pairs = {(m, n) for m in graph.modules for n in graph.find_modules_directly_imported_by(m)}
+    for importer, imported in pairs | extra:
+        a, b = _top(importer), _top(imported)
+        edges.setdefault(a, set())
+        if a != b:
+            edges[a].add(b)
+    return edges
+
+
+def package_circle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One circle between top-level packages (``a -> b -> a``), or None."""
+    done: set[str] = set()
+
+    def walk(node: str, path: list[str]) -> list[str] | None:
+        if node in path:
+            return [*path[path.index(node) :], node]
+        if node in done:
+            return None
+        for nxt in sorted(edges.get(node, ())):
+            circle = walk(nxt, [*path, node])
+            if circle:
+                return circle
+        done.add(node)
+        return None
+
+    for start in sorted(edges):
+        circle = walk(start, [])
+        if circle:
+            return circle
+    return None
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="registry <-> benchmarks: the registry still imports benchmarks/budget.py and "
+    "presets.py (issue 42 item 3, to move below the registry)",
+)
+def test_no_circle_between_packages_counting_imports_by_name() -> None:
+    """Tiers are one way: no top-level package reaches one that reaches it back, counting the
+    modules loaded by a literal name (``importlib.import_module("clusterbench.catalog")``)."""
+    import clusterbench
+
+    package_dir = Path(clusterbench.__file__).parent
+    edges = package_edges(_graph(), string_imports(package_dir, "clusterbench"))
+    circle = package_circle(edges)
+    assert circle is None, "import circle between packages: " + " -> ".join(circle or ())
+
+
+def test_the_package_circle_check_sees_imports_by_name(tmp_path: Path) -> None:
+    """The check can fail: a low module that loads a high one by name closes a circle."""
+    pkg = tmp_path / "tiers"
+    (pkg / "low").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "low" / "__init__.py").write_text("")
+    (pkg / "low" / "registry.py").write_text(
+        "import importlib\n\ndef load():\n    importlib.import_module('tiers.top.catalog')\n"
+    )
+    (pkg / "top").mkdir()
+    (pkg / "top" / "__init__.py").write_text("")
+    (pkg / "top" / "catalog.py").write_text("from tiers.low import registry\n")
+    by_name = string_imports(pkg, "tiers")
+    assert by_name == {("tiers.low.registry", "tiers.top.catalog")}
+    static = {"tiers.top": {"tiers.low"}, "tiers.low": set()}
+    assert package_circle(static) is None
+    edges = {"tiers.top": {"tiers.low"}, "tiers.low": {"tiers.top"}}
+    assert package_circle(edges) == ["tiers.low", "tiers.top", "tiers.low"]
