@@ -7,7 +7,7 @@ GPU's spec, else a nominal rate named in the benchmark's ``*_budget`` module); `
 steps that make the settings smaller, cheapest loss of information first.  :func:`fit` applies
 them until the estimate fits.  Pure: no torch, the same answer on every rank.
 
-The plan (:mod:`clusterbench.analysis.budget_plan`) calibrates each estimate by a measured run
+The plan (``analysis/budget_plan.py``) calibrates each estimate by a measured run
 of the benchmark (history, else the shipped timing table), so what an estimate must get right
 is how the cost scales with the settings; the absolute rates matter only where nothing was
 measured.
