@@ -36,7 +36,7 @@ def test_every_case_names_its_source_and_reaches_4x() -> None:
     for name, doc in docs.items():
         src = doc["source"]
         assert isinstance(src, dict)
-        for key in ("publication", "where", "date", "url", "scaling", "strategy", "notes"):
+        for key in ("publication", "where", "date", "url", "scaling", "strategy", "details"):
             assert src.get(key), f"{name}: source.{key}"
         publications.add(src["publication"].split(",")[0])  # type: ignore[union-attr]
         prediction = predict_workload(doc, name=name)
