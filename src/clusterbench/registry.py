@@ -145,6 +145,9 @@ class Benchmark:
     benchmarks and the run-wide :class:`~clusterbench.thresholds.Thresholds`."""
     peers: PeerRules = field(default_factory=PeerRules)
     """How the peer comparison of the run treats its figures (each device against its peers)."""
+    nccl_log: str | None = None
+    """Its tuning hook: a boolean setting that, when on, has every rank keep NCCL's INFO log in
+    the run folder (a tuning sweep proves from that log that a setting took effect)."""
     verdict_labels: tuple[VerdictLabel, ...] = ()
     """Its figures in a node's verdict line, each held against the known-good figure of the
     node's GPU model (none: its figures are not in the line)."""
@@ -159,6 +162,10 @@ class Benchmark:
             )
         for what in ("run", "findings", "section", "figures"):
             _check_ref(f"benchmark {self.name!r}", what, getattr(self, what))
+        if self.nccl_log is not None and self.nccl_log not in {
+            f.name for f in dataclasses.fields(self.settings)
+        }:
+            raise ValueError(f"benchmark {self.name!r}: nccl_log {self.nccl_log!r} is no setting")
         if isinstance(self.run, str):
             if not self.description:
                 raise ValueError(
@@ -201,6 +208,10 @@ class Benchmark:
     def placement(self, metric: str) -> frozenset[str]:
         """The params of ``metric`` that say where, not what (``peers.placement_params``)."""
         return params_of(self.peers.placement_params, self.name, metric)
+
+    def wants_nccl_log(self, settings: Any) -> bool:
+        """Whether these settings of it need NCCL's INFO log (:attr:`nccl_log`)."""
+        return self.nccl_log is not None and bool(getattr(settings, self.nccl_log, False))
 
     def supports(self, device_type: str) -> bool:
         return device_type in self.devices

@@ -261,9 +261,13 @@ def _open_rank_log(ctx: DistContext, spec: RunSpec, *, keep_unsent: bool) -> Ran
 
 def _nccl_logging(spec: RunSpec) -> bool:
     """Whether NCCL logs INFO to a file per rank, kept in the run folder: with --nccl-debug, and
-    for the collectives tuning sweep, whose proof that a setting took effect is that log."""
-    tune = getattr(spec.config.benchmarks.get("collectives"), "tune", False)
-    return (spec.nccl_debug or bool(tune)) and spec.device_type == "cuda"
+    where a selected benchmark's settings ask for it (``Benchmark.nccl_log``: a tuning sweep,
+    whose proof that a setting took effect is that log)."""
+    wanted = any(
+        registry.get(name).wants_nccl_log(settings)
+        for name, settings in spec.config.benchmarks.items()
+    )
+    return (spec.nccl_debug or wanted) and spec.device_type == "cuda"
 
 
 def make_context(spec: RunSpec) -> DistContext:

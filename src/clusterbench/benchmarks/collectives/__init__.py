@@ -49,6 +49,7 @@ BENCHMARK = Benchmark(
     findings="clusterbench.benchmarks.collectives.findings:findings",
     section="clusterbench.benchmarks.collectives.section:section",
     figures="clusterbench.benchmarks.collectives.figures:figures",
+    nccl_log="tune",
     verdict_labels=(
         VerdictLabel(
             metric=CollectivesMetrics.busbw, group="{op} busbw", detail="{group_size} GPUs"
