@@ -22,8 +22,8 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from clusterbench import registry
-from clusterbench.benchmarks.presets import SUITE_NAMES, SuiteName
 from clusterbench.exits import ConfigError
+from clusterbench.suites import SUITE_NAMES, SuiteName
 from clusterbench.thresholds import Thresholds
 from clusterbench.units import parse_duration
 

@@ -33,10 +33,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from clusterbench.benchmarks.budget import BudgetModel
-from clusterbench.benchmarks.presets import DeviceType, SuiteName
-from clusterbench.benchmarks.rules import PeerRules, VerdictLabel, params_of
+from clusterbench.durations import DurationModel
 from clusterbench.metrics import Metric, MetricSet
+from clusterbench.rules import PeerRules, VerdictLabel, params_of
+from clusterbench.suites import DeviceType, SuiteName
 from clusterbench.thresholds import Thresholds
 
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ class Benchmark:
     settings_from: str | None = None
     """A benchmark whose settings this one shares (attribution profiles the training workload):
     a setting given to that one applies here too, unless given here itself."""
-    budget: BudgetModel | None = None
+    budget: DurationModel | None = None
     """Its cost model: the expected seconds of its settings on a node, and the cut steps that
     fit it into a time budget (None: no estimate; a budget then only stops it at its deadline
     where it checks ``ctx.budget``)."""

@@ -12,8 +12,8 @@ the verdict name its figure and the summary show its section.  A worker that run
 ``tests.example_benchmark.measure``, and with it this package, which registers it.
 """
 
-from clusterbench.benchmarks.rules import VerdictLabel
 from clusterbench.registry import Benchmark, register
+from clusterbench.rules import VerdictLabel
 from tests.example_benchmark.settings import TinyConfig, TinyMetrics
 from tests.example_benchmark.thresholds import TinyThresholds
 

@@ -164,11 +164,6 @@ def package_circle(edges: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="registry <-> benchmarks: the registry still imports benchmarks/budget.py and "
-    "presets.py (issue 42 item 3, to move below the registry)",
-)
 def test_no_circle_between_packages_counting_imports_by_name() -> None:
     """Tiers are one way: no top-level package reaches one that reaches it back, counting the
     modules loaded by a literal name (``importlib.import_module("clusterbench.catalog")``)."""

@@ -14,7 +14,6 @@ from clusterbench.analysis import budget as budget_findings
 from clusterbench.analysis.budget_plan import PlanInput, Reference, make_plan, reserve_s
 from clusterbench.benchmarks.attribution import sweep_counts
 from clusterbench.benchmarks.attribution.cost import estimate as attribution_estimate
-from clusterbench.benchmarks.budget import NodeFacts, fit, smallest
 from clusterbench.benchmarks.collectives.cost import estimate as collectives_estimate
 from clusterbench.benchmarks.gemm import GemmConfig
 from clusterbench.benchmarks.gemm.cost import MODEL as GEMM
@@ -25,6 +24,7 @@ from clusterbench.benchmarks.sdc.cost import estimate as sdc_estimate
 from clusterbench.benchmarks.training.budget import MODEL as TRAINING
 from clusterbench.benchmarks.training.settings import TrainingConfig
 from clusterbench.config import ConfigError, build_run_config
+from clusterbench.durations import NodeFacts, fit, smallest
 from clusterbench.report.plan import plan_lines
 from clusterbench.runtime.budget import MIN_SHARE, BudgetSchedule, TimeBudget
 from clusterbench.schema import BenchmarkPlan, BudgetStop, PlanInfo, Results, RunInfo, ToolInfo

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.benchmarks.budget import NodeFacts, fit
 from clusterbench.benchmarks.checkpoint import cost as cost
 from clusterbench.benchmarks.checkpoint import measure as ck
+from clusterbench.durations import NodeFacts, fit
 from clusterbench.runtime.budget import TimeBudget
 from tests.helpers import one_rank_ctx
 

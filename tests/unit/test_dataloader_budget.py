@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from clusterbench.benchmarks.budget import NodeFacts, fit
 from clusterbench.benchmarks.dataloader import cost as dataloader_budget
 from clusterbench.benchmarks.dataloader import measure as dl
+from clusterbench.durations import NodeFacts, fit
 from clusterbench.runtime.budget import TimeBudget
 from tests.helpers import one_rank_ctx
 from tests.unit.test_dataloader_sweep import _decoder, _SleepyTokens

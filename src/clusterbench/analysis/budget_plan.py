@@ -1,7 +1,7 @@
 """The plan of a run: each benchmark's expected seconds, and with a budget what is cut to fit.
 
 Pure.  A benchmark's figure is its cost model's estimate of the settings about to run
-(:mod:`clusterbench.benchmarks.budget`), calibrated by the nearest measured run of it: an
+(:mod:`clusterbench.durations`), calibrated by the nearest measured run of it: an
 earlier run in the history on this host (whatever its settings), else the shipped timing
 table (its suite's preset), as ``T_measured x model(settings) / model(settings_measured)``.
 Where the settings are the measured run's, the figure is the measured time itself.
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from clusterbench.benchmarks.budget import BudgetModel, Estimate, NodeFacts, Term, fit, smallest
+from clusterbench.durations import DurationModel, Estimate, NodeFacts, Term, fit, smallest
 
 __all__ = [
     "FINISH_S",
@@ -75,7 +75,7 @@ class Reference:
 class PlanInput:
     name: str
     settings: Any
-    model: BudgetModel | None
+    model: DurationModel | None
     facts: NodeFacts
     reference: Reference | None = None
     time_budget_s: float | None = None

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from clusterbench import registry
-from clusterbench.benchmarks.rules import PeerRules
 from clusterbench.judging.measurements import dev_label, shared_cpu_hosts
 from clusterbench.judging.peers import (
     MIN_PEERS,
@@ -39,6 +38,7 @@ from clusterbench.judging.peers import (
     zscore,
 )
 from clusterbench.metrics import direction_of
+from clusterbench.rules import PeerRules
 from clusterbench.schema import Finding, Measurement, ParamValue, Results
 
 if TYPE_CHECKING:

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from clusterbench.benchmarks.rules import PeerRules
 from clusterbench.metrics import Metric, MetricSet
 from clusterbench.registry import Benchmark
+from clusterbench.rules import PeerRules
 from clusterbench.schema import Measurement
 
 if TYPE_CHECKING:

@@ -26,11 +26,11 @@ from clusterbench.analysis.budget_plan import (
     reserve_s,
 )
 from clusterbench.analysis.duration import Expected, TimingTable, pick_table
-from clusterbench.benchmarks.budget import FactQuery, NodeFacts
-from clusterbench.benchmarks.presets import SUITE_NAMES
 from clusterbench.config import RunConfig
+from clusterbench.durations import FactQuery, NodeFacts
 from clusterbench.history_db import HistoryError, MetricPoint, RunTimings, open_history
 from clusterbench.schema import BenchmarkPlan, PlanInfo
+from clusterbench.suites import SUITE_NAMES
 
 __all__ = ["NodeHistory", "apply_plan", "node_facts", "plan_info", "plan_run", "read_history"]
 

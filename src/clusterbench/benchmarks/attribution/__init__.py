@@ -10,8 +10,8 @@ from clusterbench.benchmarks.attribution.settings import (
     sweep_counts,
 )
 from clusterbench.benchmarks.attribution.thresholds import AttributionThresholds
-from clusterbench.benchmarks.rules import PeerRules
 from clusterbench.registry import FROM_STANDARD, Benchmark
+from clusterbench.rules import PeerRules
 
 __all__ = [
     "ACCUM_MIN_RISE_PCT",

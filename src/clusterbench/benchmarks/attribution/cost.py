@@ -9,16 +9,16 @@ with a trace each.  A step's seconds are training's (:func:`.training.budget.ste
 from __future__ import annotations
 
 from clusterbench.benchmarks.attribution.settings import AttributionConfig, sweep_counts
-from clusterbench.benchmarks.budget import (
-    BudgetModel,
+from clusterbench.benchmarks.training.budget import BUILD_S, COMPILE_S, step_seconds
+from clusterbench.benchmarks.training.budget import MODEL as TRAINING_MODEL
+from clusterbench.durations import (
+    DurationModel,
     Estimate,
     NodeFacts,
     Term,
     drop_cut,
     halve_cut,
 )
-from clusterbench.benchmarks.training.budget import BUILD_S, COMPILE_S, step_seconds
-from clusterbench.benchmarks.training.budget import MODEL as TRAINING_MODEL
 
 __all__ = ["MODEL", "estimate"]
 
@@ -54,7 +54,7 @@ def estimate(cfg: AttributionConfig, facts: NodeFacts) -> Estimate:
     return Estimate(terms=tuple(terms), points=1 + len(counts))
 
 
-MODEL = BudgetModel(
+MODEL = DurationModel(
     estimate=estimate,
     cuts=(
         halve_cut("warmup_steps", floor=2),

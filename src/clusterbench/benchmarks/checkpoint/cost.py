@@ -15,9 +15,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from clusterbench.benchmarks.budget import (
-    BudgetModel,
+from clusterbench.benchmarks.training.budget import step_seconds
+from clusterbench.durations import (
     Cut,
+    DurationModel,
     Estimate,
     FactQuery,
     NodeFacts,
@@ -26,7 +27,6 @@ from clusterbench.benchmarks.budget import (
     drop_cut,
     halve_cut,
 )
-from clusterbench.benchmarks.training.budget import step_seconds
 
 __all__ = ["MIN_BYTES", "MODEL", "estimate", "state_bytes"]
 
@@ -113,7 +113,7 @@ def _bound_cut(settings: Any, facts: NodeFacts) -> Cut | None:
                after=f"{new / 2**30:.3g} GiB")  # fmt: skip
 
 
-MODEL = BudgetModel(
+MODEL = DurationModel(
     estimate=estimate,
     cuts=(
         halve_cut("repeats", floor=2),

@@ -16,8 +16,8 @@ from clusterbench.benchmarks.collectives.settings import (
     TuneProto,
 )
 from clusterbench.benchmarks.collectives.thresholds import CollectivesThresholds
-from clusterbench.benchmarks.rules import VerdictLabel
 from clusterbench.registry import ALL_SUITES, Benchmark
+from clusterbench.rules import VerdictLabel
 
 __all__ = [
     "BENCHMARK",

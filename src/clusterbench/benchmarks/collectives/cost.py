@@ -14,9 +14,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 
-from clusterbench.benchmarks.budget import (
-    BudgetModel,
+from clusterbench.benchmarks.collectives.facts import bus_factor, size_sweep
+from clusterbench.benchmarks.collectives.settings import CollectivesConfig
+from clusterbench.benchmarks.pair_plan import planned_rounds
+from clusterbench.durations import (
     Cut,
+    DurationModel,
     Estimate,
     FactQuery,
     NodeFacts,
@@ -24,9 +27,6 @@ from clusterbench.benchmarks.budget import (
     drop_cut,
     halve_cut,
 )
-from clusterbench.benchmarks.collectives.facts import bus_factor, size_sweep
-from clusterbench.benchmarks.collectives.settings import CollectivesConfig
-from clusterbench.benchmarks.pair_plan import planned_rounds
 from clusterbench.units import format_bytes
 
 __all__ = ["MODEL", "estimate", "group_kinds"]
@@ -149,7 +149,7 @@ _MIN_MAX_BYTES = {"cuda": 64 << 20, "cpu": 1 << 20}
 """Largest size a cut leaves: where busbw has reached its plateau on NVLink (tens of MiB) and
 on gloo."""
 
-MODEL = BudgetModel(
+MODEL = DurationModel(
     estimate=estimate,
     cuts=(
         halve_cut("iters", floor=5),

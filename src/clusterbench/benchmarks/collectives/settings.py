@@ -20,9 +20,9 @@ from clusterbench.benchmarks.collectives.facts import (
     OpName,
 )
 from clusterbench.benchmarks.pair_plan import DEFAULT_PARTNERS, PairStrategy
-from clusterbench.benchmarks.presets import check_suite
 from clusterbench.benchmarks.sweep_stop import PlateauRule
 from clusterbench.metrics import Metric, MetricSet
+from clusterbench.suites import check_suite
 
 if TYPE_CHECKING:
     from typing import Self

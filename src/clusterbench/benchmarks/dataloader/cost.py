@@ -19,16 +19,6 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from clusterbench.benchmarks.budget import (
-    BudgetModel,
-    Cut,
-    Estimate,
-    FactQuery,
-    NodeFacts,
-    Term,
-    drop_cut,
-    halve_cut,
-)
 from clusterbench.benchmarks.dataloader.kinds import (
     SERIAL_MARGIN,
     SMALL_CNN,
@@ -38,6 +28,16 @@ from clusterbench.benchmarks.dataloader.kinds import (
 from clusterbench.benchmarks.dataloader.settings import DataloaderConfig
 from clusterbench.benchmarks.training.budget import MODEL as TRAINING_MODEL
 from clusterbench.benchmarks.training.budget import flops_per_sample, step_seconds
+from clusterbench.durations import (
+    Cut,
+    DurationModel,
+    Estimate,
+    FactQuery,
+    NodeFacts,
+    Term,
+    drop_cut,
+    halve_cut,
+)
 from clusterbench.runtime.cores import cores_per_rank
 
 __all__ = ["MODEL", "estimate", "sweep_counts"]
@@ -160,7 +160,7 @@ _PER_PROCESS = tuple(
 )
 """The loader's samples/s without workers (one process) measured in an earlier run."""
 
-MODEL = BudgetModel(
+MODEL = DurationModel(
     estimate=estimate,
     cuts=(
         halve_cut("measure_batches", floor=4),

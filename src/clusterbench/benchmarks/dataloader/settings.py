@@ -12,10 +12,10 @@ from clusterbench.benchmarks.dataloader.kinds import (
     SmallCnn,
     StepPrecision,
 )
-from clusterbench.benchmarks.presets import check_suite
 from clusterbench.benchmarks.sweep_stop import PlateauRule
 from clusterbench.benchmarks.training.shapes import DecoderModel, VisionModel
 from clusterbench.metrics import Metric, MetricSet
+from clusterbench.suites import check_suite
 
 if TYPE_CHECKING:
     from typing import Self

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusterbench.benchmarks.budget import BudgetModel, Estimate, NodeFacts, Term
+from clusterbench.durations import DurationModel, Estimate, NodeFacts, Term
 
 __all__ = ["MODEL", "estimate"]
 
@@ -17,4 +17,4 @@ def estimate(cfg: Any, facts: NodeFacts) -> Estimate:
     return Estimate(terms=(Term("configuration and health checks", CHECKS_S),))
 
 
-MODEL = BudgetModel(estimate=estimate)
+MODEL = DurationModel(estimate=estimate)

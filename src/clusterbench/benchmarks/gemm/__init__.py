@@ -12,8 +12,8 @@ from clusterbench.benchmarks.gemm.settings import (
     parse_shape,
 )
 from clusterbench.benchmarks.gemm.thresholds import GemmThresholds
-from clusterbench.benchmarks.rules import PeerRules, VerdictLabel
 from clusterbench.registry import ALL_SUITES, Benchmark
+from clusterbench.rules import PeerRules, VerdictLabel
 
 __all__ = [
     "BENCHMARK",

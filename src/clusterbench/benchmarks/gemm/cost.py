@@ -10,9 +10,10 @@ from __future__ import annotations
 import dataclasses
 import typing
 
-from clusterbench.benchmarks.budget import (
-    BudgetModel,
+from clusterbench.benchmarks.gemm.settings import DTYPES, Dtype, GemmConfig, parse_shape
+from clusterbench.durations import (
     Cut,
+    DurationModel,
     Estimate,
     FactQuery,
     NodeFacts,
@@ -20,7 +21,6 @@ from clusterbench.benchmarks.budget import (
     drop_cut,
     halve_cut,
 )
-from clusterbench.benchmarks.gemm.settings import DTYPES, Dtype, GemmConfig, parse_shape
 
 __all__ = ["MODEL", "estimate"]
 
@@ -105,7 +105,7 @@ def _drop_shape(cfg: GemmConfig, facts: NodeFacts) -> Cut | None:
     )
 
 
-MODEL = BudgetModel(
+MODEL = DurationModel(
     estimate=estimate,
     cuts=(
         halve_cut("repeats", floor=5),

@@ -10,9 +10,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from clusterbench.benchmarks.presets import check_suite
 from clusterbench.benchmarks.sweep_stop import PlateauRule
 from clusterbench.metrics import Metric, MetricSet
+from clusterbench.suites import check_suite
 
 if TYPE_CHECKING:
     from typing import Self

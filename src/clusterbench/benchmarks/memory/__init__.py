@@ -9,8 +9,8 @@ from clusterbench.benchmarks.memory.settings import (
     Op,
 )
 from clusterbench.benchmarks.memory.thresholds import MemoryThresholds
-from clusterbench.benchmarks.rules import PeerRules, VerdictLabel
 from clusterbench.registry import ALL_SUITES, Benchmark
+from clusterbench.rules import PeerRules, VerdictLabel
 
 __all__ = ["OPS", "MemoryConfig", "MemoryMetrics", "Op"]
 

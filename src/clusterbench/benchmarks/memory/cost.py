@@ -8,8 +8,9 @@ the source with random numbers.
 
 from __future__ import annotations
 
-from clusterbench.benchmarks.budget import (
-    BudgetModel,
+from clusterbench.benchmarks.memory.settings import MemoryConfig
+from clusterbench.durations import (
+    DurationModel,
     Estimate,
     FactQuery,
     NodeFacts,
@@ -18,7 +19,6 @@ from clusterbench.benchmarks.budget import (
     drop_cut,
     halve_cut,
 )
-from clusterbench.benchmarks.memory.settings import MemoryConfig
 from clusterbench.units import format_bytes
 
 __all__ = ["MODEL", "copy_rate", "estimate"]
@@ -62,7 +62,7 @@ def estimate(cfg: MemoryConfig, facts: NodeFacts) -> Estimate:
     return Estimate(terms=tuple(terms), points=len(cfg.ops))
 
 
-MODEL = BudgetModel(
+MODEL = DurationModel(
     estimate=estimate,
     cuts=(
         halve_cut("repeats", floor=5),

@@ -9,16 +9,16 @@ up, an ib_write_bw run.
 
 from __future__ import annotations
 
-from clusterbench.benchmarks.budget import (
-    BudgetModel,
+from clusterbench.benchmarks.network.settings import NetworkConfig
+from clusterbench.benchmarks.pair_plan import planned_rounds
+from clusterbench.durations import (
+    DurationModel,
     Estimate,
     NodeFacts,
     Term,
     halve_cut,
     halve_seconds_cut,
 )
-from clusterbench.benchmarks.network.settings import NetworkConfig
-from clusterbench.benchmarks.pair_plan import planned_rounds
 
 __all__ = ["MODEL", "estimate"]
 
@@ -58,7 +58,7 @@ def estimate(cfg: NetworkConfig, facts: NodeFacts) -> Estimate:
     return Estimate(terms=tuple(terms), points=directed)
 
 
-MODEL = BudgetModel(
+MODEL = DurationModel(
     estimate=estimate,
     cuts=(
         halve_cut("latency_round_trips", floor=100),

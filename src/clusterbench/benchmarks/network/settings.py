@@ -10,8 +10,8 @@ from clusterbench.benchmarks.pair_plan import (
     DEFAULT_PARTNERS,
     PairStrategy,
 )
-from clusterbench.benchmarks.presets import check_suite
 from clusterbench.metrics import Metric, MetricSet
+from clusterbench.suites import check_suite
 
 if TYPE_CHECKING:
     from typing import Self

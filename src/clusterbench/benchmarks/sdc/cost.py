@@ -10,17 +10,17 @@ standard preset, milliseconds at HBM rates; not timed on its own).
 
 from __future__ import annotations
 
-from clusterbench.benchmarks.budget import (
-    BudgetModel,
+from clusterbench.benchmarks.gemm.cost import CPU_TFLOPS, SPEC_FRACTION
+from clusterbench.benchmarks.gemm.cost import MODEL as GEMM_MODEL
+from clusterbench.benchmarks.sdc.settings import SdcConfig
+from clusterbench.durations import (
+    DurationModel,
     Estimate,
     NodeFacts,
     Term,
     drop_cut,
     halve_cut,
 )
-from clusterbench.benchmarks.gemm.cost import CPU_TFLOPS, SPEC_FRACTION
-from clusterbench.benchmarks.gemm.cost import MODEL as GEMM_MODEL
-from clusterbench.benchmarks.sdc.settings import SdcConfig
 
 __all__ = ["DRAW_M_PER_S", "MODEL", "estimate"]
 
@@ -70,7 +70,7 @@ def estimate(cfg: SdcConfig, facts: NodeFacts) -> Estimate:
     return Estimate(terms=tuple(terms), points=len(cases))
 
 
-MODEL = BudgetModel(
+MODEL = DurationModel(
     estimate=estimate,
     cuts=(
         halve_cut("repeats", floor=3),

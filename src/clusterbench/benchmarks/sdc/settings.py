@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from clusterbench.benchmarks.gemm import check_shape_lists, parse_shape
-from clusterbench.benchmarks.presets import check_suite
 from clusterbench.metrics import Metric, MetricSet
+from clusterbench.suites import check_suite
 
 if TYPE_CHECKING:
     from typing import Self

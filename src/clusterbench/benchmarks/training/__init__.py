@@ -10,11 +10,11 @@ world sizes, groups, the series), :mod:`.sweeps` (the combination and accumulati
 cases and ``TrainingMetrics``).
 """
 
-from clusterbench.benchmarks.rules import VerdictLabel
 from clusterbench.benchmarks.training.budget import MODEL
 from clusterbench.benchmarks.training.settings import TrainingConfig, TrainingMetrics
 from clusterbench.benchmarks.training.thresholds import TrainingThresholds
 from clusterbench.registry import FROM_STANDARD, Benchmark
+from clusterbench.rules import VerdictLabel
 
 __all__ = ["BENCHMARK"]
 

@@ -15,16 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from clusterbench.benchmarks.budget import (
-    BudgetModel,
-    Cut,
-    CutFn,
-    Estimate,
-    NodeFacts,
-    Term,
-    drop_cut,
-    halve_cut,
-)
 from clusterbench.benchmarks.gemm.cost import CPU_TFLOPS, SPEC_FRACTION
 from clusterbench.benchmarks.gemm.cost import MODEL as GEMM_MODEL
 from clusterbench.benchmarks.training.settings import TrainingConfig
@@ -33,6 +23,16 @@ from clusterbench.benchmarks.training.shapes import (
     ENCODER_PRESETS,
     decoder_flops_per_token,
     encoder_flops_per_sequence,
+)
+from clusterbench.durations import (
+    Cut,
+    CutFn,
+    DurationModel,
+    Estimate,
+    NodeFacts,
+    Term,
+    drop_cut,
+    halve_cut,
 )
 
 __all__ = [
@@ -210,7 +210,7 @@ def _off(key: str) -> CutFn:
     return cut
 
 
-MODEL = BudgetModel(
+MODEL = DurationModel(
     estimate=estimate,
     cuts=(
         halve_cut("steps", floor=5),

@@ -16,9 +16,9 @@ import typing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from clusterbench.benchmarks.presets import check_suite
 from clusterbench.benchmarks.training.shapes import DECODER_MODELS, Model
 from clusterbench.metrics import Metric, MetricSet
+from clusterbench.suites import check_suite
 
 if TYPE_CHECKING:
     from typing import Self

@@ -1,7 +1,6 @@
 """The ``transfer`` benchmark: its measurement (:mod:`.measure`), its settings and metrics
 (:mod:`.settings`, no torch) and its cost model (:mod:`.cost`)."""
 
-from clusterbench.benchmarks.rules import PeerRules, VerdictLabel
 from clusterbench.benchmarks.transfer.cost import MODEL
 from clusterbench.benchmarks.transfer.settings import (
     DIRECTIONS,
@@ -13,6 +12,7 @@ from clusterbench.benchmarks.transfer.settings import (
 )
 from clusterbench.benchmarks.transfer.thresholds import TransferThresholds
 from clusterbench.registry import ALL_SUITES, Benchmark
+from clusterbench.rules import PeerRules, VerdictLabel
 
 __all__ = [
     "BENCHMARK",

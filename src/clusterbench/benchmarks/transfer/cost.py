@@ -8,8 +8,9 @@ x16 rates); GPU<->GPU: every ordered pair of the node's GPUs, the same copies at
 
 from __future__ import annotations
 
-from clusterbench.benchmarks.budget import (
-    BudgetModel,
+from clusterbench.benchmarks.transfer.settings import TransferConfig
+from clusterbench.durations import (
+    DurationModel,
     Estimate,
     FactQuery,
     NodeFacts,
@@ -17,7 +18,6 @@ from clusterbench.benchmarks.budget import (
     drop_cut,
     halve_cut,
 )
-from clusterbench.benchmarks.transfer.settings import TransferConfig
 from clusterbench.units import format_bytes
 
 __all__ = ["MODEL", "estimate"]
@@ -60,7 +60,7 @@ def estimate(cfg: TransferConfig, facts: NodeFacts) -> Estimate:
     return Estimate(terms=tuple(terms), points=max(1, points))
 
 
-MODEL = BudgetModel(
+MODEL = DurationModel(
     estimate=estimate,
     cuts=(
         halve_cut("repeats", floor=5),

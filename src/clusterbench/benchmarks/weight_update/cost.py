@@ -9,18 +9,18 @@ optimizer pays a kernel per tensor on top.
 
 from __future__ import annotations
 
-from clusterbench.benchmarks.budget import (
-    BudgetModel,
+from clusterbench.benchmarks.memory.cost import MODEL as MEMORY_MODEL
+from clusterbench.benchmarks.memory.cost import copy_rate
+from clusterbench.benchmarks.training.budget import num_params
+from clusterbench.benchmarks.weight_update.settings import WeightUpdateConfig
+from clusterbench.durations import (
+    DurationModel,
     Estimate,
     NodeFacts,
     Term,
     drop_cut,
     halve_cut,
 )
-from clusterbench.benchmarks.memory.cost import MODEL as MEMORY_MODEL
-from clusterbench.benchmarks.memory.cost import copy_rate
-from clusterbench.benchmarks.training.budget import num_params
-from clusterbench.benchmarks.weight_update.settings import WeightUpdateConfig
 
 __all__ = ["MODEL", "estimate"]
 
@@ -58,7 +58,7 @@ def estimate(cfg: WeightUpdateConfig, facts: NodeFacts) -> Estimate:
     return Estimate(terms=terms, points=cases)
 
 
-MODEL = BudgetModel(
+MODEL = DurationModel(
     estimate=estimate,
     cuts=(
         halve_cut("repeats", floor=5),

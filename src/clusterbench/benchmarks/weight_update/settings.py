@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from clusterbench.benchmarks.presets import check_suite
 from clusterbench.benchmarks.training.settings import TrainingConfig
 from clusterbench.benchmarks.training.shapes import PRESETS, Model
 from clusterbench.benchmarks.weight_update.optimizers import (
@@ -16,6 +15,7 @@ from clusterbench.benchmarks.weight_update.optimizers import (
     OptimizerName,
 )
 from clusterbench.metrics import Metric, MetricSet
+from clusterbench.suites import check_suite
 
 if TYPE_CHECKING:
     from typing import Self

@@ -1,15 +1,16 @@
-"""What a benchmark costs before it runs, and how it is made to fit a time budget.
+"""How long a benchmark will take before it runs, and how it is made to fit a time budget.
 
-Each benchmark declares a :class:`BudgetModel` in its registration: ``estimate`` counts the work
-its settings ask for (shapes, bytes, steps, sweep points, node-pair rounds) and turns it into
-seconds with the rates of :class:`NodeFacts` (what this node measured in earlier runs, else the
-GPU's spec, else a nominal rate named in the benchmark's ``*_budget`` module); ``cuts`` are the
-steps that make the settings smaller, cheapest loss of information first.  :func:`fit` applies
-them until the estimate fits.  Pure: no torch, the same answer on every rank.
+Each benchmark declares a :class:`DurationModel` in its registration: ``estimate`` counts the
+work its settings ask for (shapes, bytes, steps, sweep points, node-pair rounds) and turns it
+into seconds with the rates of :class:`NodeFacts` (what this node measured in earlier runs, else
+the GPU's spec, else a nominal rate named in the benchmark's ``*_budget`` module); ``cuts`` are
+the steps that make the settings smaller, cheapest loss of information first.  :func:`fit`
+applies them until the estimate fits.  Pure: no torch, the same answer on every rank.  It sits
+below the registry (standard library only), so the declarations and the plan both read it.
 
 The plan (``analysis/budget_plan.py``) calibrates each estimate by a measured run
 of the benchmark (history, else the shipped timing table), so what an estimate must get right
-is how the cost scales with the settings; the absolute rates matter only where nothing was
+is how the duration scales with the settings; the absolute rates matter only where nothing was
 measured.
 """
 
@@ -21,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
-    "BudgetModel",
     "Cut",
     "CutFn",
+    "DurationModel",
     "Estimate",
     "EstimateFn",
     "FactQuery",
@@ -143,8 +144,8 @@ further."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class BudgetModel:
-    """A benchmark's cost model, named in its registration."""
+class DurationModel:
+    """A benchmark's duration model, named in its registration."""
 
     estimate: EstimateFn
     cuts: tuple[CutFn, ...] = ()
@@ -171,7 +172,7 @@ _MAX_STEPS = 200
 """Cut steps at most (every step makes the settings smaller; this only bounds a bad cut)."""
 
 
-def fit(model: BudgetModel, settings: Any, facts: NodeFacts, budget_s: float) -> Fitted:
+def fit(model: DurationModel, settings: Any, facts: NodeFacts, budget_s: float) -> Fitted:
     """``settings`` made to fit ``budget_s`` by ``model``'s estimate: the first cut step that
     still applies, again and again, until the estimate fits or no step applies (then the
     smallest form, which the benchmark's deadline stops at ``budget_s``)."""
@@ -193,7 +194,7 @@ def fit(model: BudgetModel, settings: Any, facts: NodeFacts, budget_s: float) ->
 
 
 def _first_saving(
-    model: BudgetModel, settings: Any, facts: NodeFacts, seconds: float
+    model: DurationModel, settings: Any, facts: NodeFacts, seconds: float
 ) -> tuple[Cut, Estimate] | None:
     """The first cut step (in order) that makes the estimate smaller: a step that saves
     nothing (a sweep list while the sweep is off) is not taken, so no cut is reported that
@@ -208,7 +209,7 @@ def _first_saving(
     return None
 
 
-def smallest(model: BudgetModel, settings: Any, facts: NodeFacts) -> Estimate:
+def smallest(model: DurationModel, settings: Any, facts: NodeFacts) -> Estimate:
     """The estimate of ``settings`` with every cut step applied (its floor)."""
     return fit(model, settings, facts, 0.0).after
 
