@@ -47,7 +47,7 @@ from typing import Any
 
 from clusterbench.analysis import trace_attribution
 from clusterbench.analysis.trace_file import RankTrace, TraceError, _modern_cat, read_trace
-from clusterbench.benchmarks.attribution import trace
+from clusterbench.traces import trace
 
 Event = dict[str, Any]
 Act = trace.Activity

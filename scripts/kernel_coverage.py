@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterbench.analysis.trace_file import open_trace
-from clusterbench.benchmarks.attribution.kernels import classify, families_page
+from clusterbench.traces.kernels import classify, families_page
 
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"})
 # names that a reader would take for communication; each must be classed "comm"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.benchmarks.collectives.facts import OPS, bus_factor
+from clusterbench.collective_facts import OPS, bus_factor
 from clusterbench.schema import Results
 from tests.helpers import cpu_run
 

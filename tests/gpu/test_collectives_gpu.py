@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from clusterbench import load_results
-from clusterbench.benchmarks.collectives.facts import OPS, bus_factor
+from clusterbench.collective_facts import OPS, bus_factor
 
 pytestmark = [
     pytest.mark.gpu,

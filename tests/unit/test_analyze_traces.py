@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 
 from clusterbench.analysis import trace_file
 from clusterbench.analysis.trace_attribution import attribute
-from clusterbench.benchmarks.attribution import trace
 from clusterbench.cli import app
 from clusterbench.history_db import open_history
 from clusterbench.schema import Results, load_results
+from clusterbench.traces import trace
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
 SLOW = DATA / "cpu-gloo-slow-rank"
@@ -272,7 +272,7 @@ def test_collectives_that_differ_across_ranks_are_not_matched() -> None:
     """A sampled trace (or process groups whose collectives interleave differently): the k-th
     collectives of a step run different kernels on the two ranks: no wait, no lateness from
     them, and the count is told; alike ones are still matched."""
-    from clusterbench.benchmarks.attribution import ranks
+    from clusterbench.traces import ranks
 
     ar, a2a = "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "ncclDevKernel_SendRecv"
     rank0 = {1: [trace.Collective(ar, 1.0, 5.0), trace.Collective(a2a, 9.0, 2.0),

@@ -8,16 +8,16 @@ import pytest
 
 from clusterbench.benchmarks.attribution import findings as attribution_analysis
 from clusterbench.benchmarks.attribution import section as attribution_report
-from clusterbench.benchmarks.attribution.ranks import collective_waits, start_lateness
-from clusterbench.benchmarks.attribution.trace import (
+from clusterbench.schema import Finding, Measurement, NcclRankInfo, Results, RunInfo, ToolInfo
+from clusterbench.thresholds import Thresholds
+from clusterbench.traces.ranks import collective_waits, start_lateness
+from clusterbench.traces.trace import (
     Collective,
     Peaks,
     mean_percentages,
     op_flops_bytes,
     step_breakdowns,
 )
-from clusterbench.schema import Finding, Measurement, NcclRankInfo, Results, RunInfo, ToolInfo
-from clusterbench.thresholds import Thresholds
 
 MAIN, GLOO = 10, 11
 H200 = Peaks(flops_per_s=989e12, bytes_per_s=4.8e12)  # ridge ~206 FLOP/byte

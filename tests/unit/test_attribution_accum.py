@@ -20,12 +20,12 @@ from clusterbench.benchmarks.attribution.accum import (
     accum_idle_findings,
     accum_statement,
 )
-from clusterbench.benchmarks.attribution.idle import iteration_idle
-from clusterbench.benchmarks.attribution.ranks import start_waits
-from clusterbench.benchmarks.attribution.trace import activities, step_collectives
 from clusterbench.config import ConfigError, build_run_config
 from clusterbench.schema import Measurement, Results, RunInfo, ToolInfo
 from clusterbench.thresholds import Thresholds
+from clusterbench.traces.idle import iteration_idle
+from clusterbench.traces.ranks import start_waits
+from clusterbench.traces.trace import activities, step_collectives
 from clusterbench.views.plots import PlotContext
 from tests.unit.test_report_figures import check_figure, traces
 
@@ -92,7 +92,7 @@ def test_idle_and_wait_per_iteration_come_out_as_constructed() -> None:
 
 
 def test_a_wait_is_at_most_the_collective_and_unmatched_ones_wait_nothing() -> None:
-    from clusterbench.benchmarks.attribution.trace import Collective
+    from clusterbench.traces.trace import Collective
 
     early = {1: [Collective("a", 1.0, 2.0), Collective("b", 5.0, 1.0)], 2: []}
     late = {1: [Collective("a", 9.0, 1.0)]}

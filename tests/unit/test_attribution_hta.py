@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from clusterbench.benchmarks.attribution import ranks
-from clusterbench.benchmarks.attribution.trace import (
+from clusterbench.traces import ranks
+from clusterbench.traces.trace import (
     activities,
     mean_percentages,
     step_breakdowns,

@@ -11,14 +11,6 @@ import torch.distributed as dist
 
 from clusterbench.analysis.run import analyze
 from clusterbench.benchmarks.collectives import CollectivesConfig
-from clusterbench.benchmarks.collectives.facts import (
-    OPS,
-    algbw_gbps,
-    bus_factor,
-    round_size,
-    size_sweep,
-    usable_sizes,
-)
 from clusterbench.benchmarks.collectives.findings import (
     findings,
     inter_node_peak_gbps,
@@ -32,6 +24,14 @@ from clusterbench.benchmarks.collectives.groups import (
 )
 from clusterbench.benchmarks.collectives.ops import make_op
 from clusterbench.benchmarks.collectives.section import collective_grids
+from clusterbench.collective_facts import (
+    OPS,
+    algbw_gbps,
+    bus_factor,
+    round_size,
+    size_sweep,
+    usable_sizes,
+)
 from clusterbench.config import ConfigError, Thresholds, build_run_config
 from clusterbench.schema import (
     GpuInfo,

@@ -1,4 +1,4 @@
-"""The kernel-family table (benchmarks/attribution/kernels.py) on real kernel names, each with
+"""The kernel-family table (traces/kernels.py) on real kernel names, each with
 the trace or source file it comes from, and its page in the docs."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.benchmarks.attribution import kernels
-from clusterbench.benchmarks.attribution.kernels import FAMILIES, classify, families_page
+from clusterbench.traces import kernels
+from clusterbench.traces.kernels import FAMILIES, classify, families_page
 
 ROOT = Path(__file__).resolve().parents[2]
 H100 = "tests/data/traces/h100/vm_487.1796552611574219025.pt.trace.json.gz"

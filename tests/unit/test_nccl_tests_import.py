@@ -16,8 +16,8 @@ from clusterbench.analysis.nccl_tests import (
     parse_text,
     ranks_from_bus_factor,
 )
-from clusterbench.benchmarks.collectives.facts import bus_factor
 from clusterbench.cli import app
+from clusterbench.collective_facts import bus_factor
 from clusterbench.schema import load_results
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl-tests"

@@ -13,10 +13,10 @@ import pytest
 from clusterbench import catalog
 from clusterbench.benchmarks.collectives import CollectivesMetrics as C
 from clusterbench.benchmarks.collectives import findings as collectives_analysis
-from clusterbench.benchmarks.collectives.facts import bus_factor
 from clusterbench.benchmarks.collectives.section import section, tune_grids
 from clusterbench.benchmarks.collectives.tune_analysis import ALPHA, recommendations, tune_rows
 from clusterbench.benchmarks.collectives.tune_findings import tune_findings
+from clusterbench.collective_facts import bus_factor
 from clusterbench.schema import Measurement, ParamValue, Stats
 from clusterbench.thresholds import Thresholds
 from tests.unit.test_report_figures import figures_of, results_of, traces

@@ -12,10 +12,10 @@ import pytest
 
 from clusterbench.analysis import trace_attribution
 from clusterbench.analysis.trace_file import RankTrace
-from clusterbench.benchmarks.attribution import ranks, whatif
 from clusterbench.benchmarks.attribution.findings import find_straggler, straggler_findings
-from clusterbench.benchmarks.attribution.trace import Collective
 from clusterbench.schema import Results, RunInfo, ToolInfo
+from clusterbench.traces import ranks, whatif
+from clusterbench.traces.trace import Collective
 
 NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1"

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from clusterbench.benchmarks.collectives import CollectivesMetrics
-from clusterbench.benchmarks.collectives.facts import bus_factor
+from clusterbench.collective_facts import bus_factor
 from clusterbench.schema import Measurement, Results
 
 if TYPE_CHECKING:  # numpy is imported where used: a run without a prediction needs none
@@ -58,7 +58,7 @@ ALGORITHMS: tuple[Algorithm, ...] = ("ring", "tree")
 
 _Coeffs = Callable[[int], tuple[float, float]]
 # The bandwidth term of a ring algorithm is the bytes each rank moves per byte of the message:
-# nccl-tests' bus factor, from the one table of per-op facts (benchmarks/collectives/facts.py).
+# nccl-tests' bus factor, from the one table of per-op facts (collective_facts.py).
 _CHUNKED: _Coeffs = lambda p: (p - 1.0, bus_factor("all_gather", p))  # noqa: E731
 _FORMULAS: dict[tuple[str, Algorithm], _Coeffs] = {
     # ring reduce-scatter then ring all-gather (Thakur et al. 2005, sections 4.4 and 4.5)

@@ -2,7 +2,7 @@
 ``*_perf`` binary prints and the JSON it writes with ``-J FILE`` (format version 3).
 
 Each size row gives, out of place and in place, the time of one op (us), algbw and busbw
-(GB/s, base 10, busbw = algbw x the bus factor of ``benchmarks/collectives/facts.py``) and
+(GB/s, base 10, busbw = algbw x the bus factor of ``collective_facts.py``) and
 ``#wrong`` (wrong elements, or ``N/A`` where an op has no check).  They become the collectives
 benchmark's ``latency_us``, ``algbw`` and ``busbw`` (params: op, size_bytes, dtype, group
 ``world``, group_size, mode, source ``nccl-tests``) and one ``num_wrong`` per op, dtype and
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterbench.benchmarks.collectives import CollectivesMetrics
-from clusterbench.benchmarks.collectives.facts import CHUNKED_OPS
+from clusterbench.collective_facts import CHUNKED_OPS
 from clusterbench.hardware.specs import spec_ref_for
 from clusterbench.schema import GpuInfo, HostInfo, Measurement, ParamValue
 

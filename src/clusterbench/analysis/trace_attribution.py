@@ -14,11 +14,12 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from clusterbench.analysis.trace_file import RankTrace
-from clusterbench.benchmarks.attribution import AttributionMetrics, idle, kernels, ranks, whatif
-from clusterbench.benchmarks.attribution import trace as kineto
-from clusterbench.benchmarks.attribution.ranks import ClockFit
+from clusterbench.benchmarks.attribution import AttributionMetrics
 from clusterbench.metrics import Metric
 from clusterbench.schema import Finding, Measurement, ParamValue, Stats
+from clusterbench.traces import idle, kernels, ranks, whatif
+from clusterbench.traces import trace as kineto
+from clusterbench.traces.ranks import ClockFit
 
 __all__ = ["KernelTime", "RankAttribution", "TraceAttribution", "attribute", "measurements"]
 
@@ -44,20 +45,20 @@ class RankAttribution:
     """Matched collectives this rank was the last to start."""
     wait_pct: list[float] = field(default_factory=list)
     """Per step, % of it spent inside collectives until the latest rank started them, with no
-    other device work (:func:`~clusterbench.benchmarks.attribution.idle.iteration_idle`)."""
+    other device work (:func:`~clusterbench.traces.idle.iteration_idle`)."""
     kernels: list[KernelTime] = field(default_factory=list)
     clock_offset_ms: float | None = None
     """What was taken from this rank's clock to put it on the common one."""
     straggler_saving_ms: float | None = None
     """Per step, what the job would save had this rank entered its collectives with the others
-    (:func:`~clusterbench.benchmarks.attribution.whatif.straggler_savings`)."""
+    (:func:`~clusterbench.traces.whatif.straggler_savings`)."""
     input_wait_ms: list[float] = field(default_factory=list)
     """Per step, the device idle while the host waits for the DataLoader."""
     launch_gaps_ms: list[float] = field(default_factory=list)
     """Per step, the rest of the device idle (launch gaps, host work between kernels)."""
     fusable_ms: list[float] = field(default_factory=list)
     """Per step, the device time of elementwise kernels a compiler could fuse into their
-    neighbours (:data:`~clusterbench.benchmarks.attribution.kernels.FUSABLE_ELEMENTWISE`)."""
+    neighbours (:data:`~clusterbench.traces.kernels.FUSABLE_ELEMENTWISE`)."""
 
 
 @dataclass(kw_only=True)
@@ -81,7 +82,7 @@ def attribute(
 ) -> TraceAttribution:
     """Every rank's steps split into the four classes, after the ranks' collectives are
     matched (the k-th collective of step N is the same operation on every rank) and put on
-    one clock (:func:`~clusterbench.benchmarks.attribution.ranks.on_common_clock`).  Each
+    one clock (:func:`~clusterbench.traces.ranks.on_common_clock`).  Each
     rank's steps are split in ``jobs`` processes where the traces hold many activities
     (default: the usable cores, at most one per :data:`_ACTIVITIES_PER_WORKER`)."""
     traces = sorted(traces, key=lambda t: t.rank)

@@ -4,7 +4,7 @@ or gzip-compressed JSON), streamed, so that a trace of a gigabyte is read in bou
 
 Each event is reduced as it is read to what the attribution needs: the ``ProfilerStep#N``
 spans, and every device activity (kernel, copy, memset; on a trace without a device timeline,
-the host ops, as :mod:`clusterbench.benchmarks.attribution.trace` reads CPU runs) as a start,
+the host ops, as :mod:`clusterbench.traces.trace` reads CPU runs) as a start,
 an end, a class and a name, kept in flat arrays.  The classes and the split of each step are
 those of the attribution benchmark (``trace.step_breakdowns``), so a team's job and
 clusterbench's own workloads are judged alike.
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from clusterbench.analysis import trace_events
-from clusterbench.benchmarks.attribution import trace
+from clusterbench.traces import trace
 
 __all__ = [
     "NoRankError",
@@ -424,7 +424,7 @@ class _Reducer:
 
     def _host_activities(self) -> None:
         """The host ops of the thread that ran the steps (gloo's collectives from any thread),
-        as :func:`~clusterbench.benchmarks.attribution.trace.activities` reads a CPU trace."""
+        as :func:`~clusterbench.traces.trace.activities` reads a CPU trace."""
         out = self.out
         main = self.threads.get(self.step_threads[0]) if self.step_threads else None
         if main is None and len(self.host_threads):

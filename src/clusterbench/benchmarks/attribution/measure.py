@@ -4,7 +4,7 @@ Every rank trains the ``training`` workload, then profiles a few steps with torc
 (Kineto; a wait / warm-up / active schedule) and keeps the trace, gzip-compressed, at
 ``traces/rank-NNNNN.pt.trace.json.gz`` in the run folder (it opens in Perfetto or
 TensorBoard).  Each profiled step is split into compute, memory, communication and
-coordination (:mod:`.trace`), after the ranks have exchanged their collectives'
+coordination (:mod:`clusterbench.traces.trace`), after the ranks have exchanged their collectives'
 start offsets and durations: the time a collective waited for the last rank is coordination,
 and the spread of start offsets shows the straggler.  The profiler's own cost is measured: the
 same number of steps timed without and with it (:mod:`.steps` runs the steps).
@@ -12,7 +12,7 @@ same number of steps timed without and with it (:mod:`.steps` runs the steps).
 With ``accum_sweep``, the same workload is then profiled at each accumulation count k (DDP's
 no_sync on all micro-steps but the last, as ``training`` does), one trace per k and rank, and
 each iteration (one optimizer step of k micro-steps) is read for the device's idle time and the
-time its collectives waited for the slowest rank (:mod:`.idle`): whether
+time its collectives waited for the slowest rank (:mod:`clusterbench.traces.idle`): whether
 coordination idle rises with accumulation, as the bottleneck-analysis paper found past four
 steps.
 """
@@ -26,10 +26,7 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from clusterbench.benchmarks.attribution import idle as idle
-from clusterbench.benchmarks.attribution import ranks as ranks
 from clusterbench.benchmarks.attribution import steps as steps
-from clusterbench.benchmarks.attribution import trace as trace
 from clusterbench.benchmarks.attribution.settings import (
     AttributionConfig,
     AttributionMetrics,
@@ -40,6 +37,9 @@ from clusterbench.benchmarks.training.strategies import StepTrainer, case_scope
 from clusterbench.benchmarks.training.workload import Batch
 from clusterbench.runtime.dist import DistContext
 from clusterbench.schema import Measurement, ParamValue, Stats
+from clusterbench.traces import idle as idle
+from clusterbench.traces import ranks as ranks
+from clusterbench.traces import trace as trace
 
 __all__ = ["attribution"]
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 
-from clusterbench.benchmarks.collectives.facts import bus_factor, size_sweep
 from clusterbench.benchmarks.collectives.settings import CollectivesConfig
 from clusterbench.benchmarks.pair_plan import planned_rounds
+from clusterbench.collective_facts import bus_factor, size_sweep
 from clusterbench.durations import (
     Cut,
     DurationModel,

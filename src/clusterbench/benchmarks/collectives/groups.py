@@ -13,8 +13,8 @@ from typing import Any
 
 import torch.distributed as dist
 
-from clusterbench.benchmarks.collectives.facts import GROUP_KINDS, GroupKind
 from clusterbench.benchmarks.pair_plan import Round, round_robin
+from clusterbench.collective_facts import GROUP_KINDS, GroupKind
 from clusterbench.runtime.dist import DistContext
 
 __all__ = [

@@ -31,14 +31,6 @@ from typing import Literal
 import psutil
 import torch
 
-from clusterbench.benchmarks.collectives.facts import (
-    Mode,
-    OpName,
-    algbw_gbps,
-    bus_factor,
-    size_sweep,
-    usable_sizes,
-)
 from clusterbench.benchmarks.collectives.groups import (
     GroupHandle,
     build_groups,
@@ -71,6 +63,14 @@ from clusterbench.benchmarks.pair_rounds import (
     plan_finding,
 )
 from clusterbench.benchmarks.sweep_stop import SweepStop
+from clusterbench.collective_facts import (
+    Mode,
+    OpName,
+    algbw_gbps,
+    bus_factor,
+    size_sweep,
+    usable_sizes,
+)
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.timing import rate_stats
 from clusterbench.schema import Finding, Measurement, ParamValue, Reference, Stats

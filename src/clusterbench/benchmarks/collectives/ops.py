@@ -28,7 +28,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from clusterbench.benchmarks.collectives.facts import (
+from clusterbench.benchmarks.collectives.groups import GroupHandle
+from clusterbench.collective_facts import (
     CHUNKED_OPS,
     OPS,
     Dtype,
@@ -40,7 +41,6 @@ from clusterbench.benchmarks.collectives.facts import (
     size_sweep,
     usable_sizes,
 )
-from clusterbench.benchmarks.collectives.groups import GroupHandle
 
 __all__ = [
     "CHUNKED_OPS",

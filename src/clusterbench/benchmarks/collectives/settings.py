@@ -11,7 +11,9 @@ import typing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from clusterbench.benchmarks.collectives.facts import (
+from clusterbench.benchmarks.pair_plan import DEFAULT_PARTNERS, PairStrategy
+from clusterbench.benchmarks.sweep_stop import PlateauRule
+from clusterbench.collective_facts import (
     GROUP_KINDS,
     OPS,
     Dtype,
@@ -19,8 +21,6 @@ from clusterbench.benchmarks.collectives.facts import (
     Mode,
     OpName,
 )
-from clusterbench.benchmarks.pair_plan import DEFAULT_PARTNERS, PairStrategy
-from clusterbench.benchmarks.sweep_stop import PlateauRule
 from clusterbench.metrics import Metric, MetricSet
 from clusterbench.suites import check_suite
 

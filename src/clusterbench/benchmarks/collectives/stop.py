@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from clusterbench.benchmarks.collectives.facts import Mode
 from clusterbench.benchmarks.collectives.settings import CollectivesConfig
 from clusterbench.benchmarks.sweep_stop import SweepStop, plateau_stop, stop_finding
+from clusterbench.collective_facts import Mode
 from clusterbench.schema import Finding
 from clusterbench.units import format_bytes
 

@@ -14,9 +14,9 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 
-from clusterbench.benchmarks.collectives.facts import Mode
 from clusterbench.benchmarks.collectives.groups import GroupHandle
 from clusterbench.benchmarks.collectives.ops import CollectiveOp
+from clusterbench.collective_facts import Mode
 from clusterbench.runtime.dist import DistContext
 
 __all__ = ["Mode", "group_barrier", "group_gather", "time_mode"]

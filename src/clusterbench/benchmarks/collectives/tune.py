@@ -47,7 +47,6 @@ from typing import Any
 
 import torch
 
-from clusterbench.benchmarks.collectives.facts import algbw_gbps, bus_factor, usable_sizes
 from clusterbench.benchmarks.collectives.ops import DTYPES
 from clusterbench.benchmarks.collectives.settings import CollectivesConfig, CollectivesMetrics
 from clusterbench.benchmarks.collectives.tune_setting import (
@@ -60,6 +59,7 @@ from clusterbench.benchmarks.collectives.tune_setting import (
     plan_settings,
     prove,
 )
+from clusterbench.collective_facts import algbw_gbps, bus_factor, usable_sizes
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.nccl_debug import parse_comm_log, tune_log_problem
 from clusterbench.runtime.timing import rate_stats

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from clusterbench.benchmarks.attribution import trace as trace
+from clusterbench.traces import trace as trace
 
 __all__ = ["IterationIdle", "Span", "iteration_idle", "span_length", "span_overlap", "span_union"]
 

@@ -285,7 +285,7 @@ def classify(name: str, cat: str) -> Family | None:
 _PAGE_HEAD = """# Kernel families
 
 `clusterbench analyze` classes every device activity of a trace (kernel, copy, memset) by the
-table below, in `clusterbench/benchmarks/attribution/kernels.py`: the **first** family whose
+table below, in `clusterbench/traces/kernels.py`: the **first** family whose
 rule matches decides. A rule is searched in the kernel's name, or (rows marked *category*)
 matched against Kineto's category of the activity. A kernel that no rule matches is
 *unclassified*: it is counted and named apart, never put in a class by default.

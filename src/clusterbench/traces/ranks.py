@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from clusterbench.benchmarks.attribution.trace import Collective
+from clusterbench.traces.trace import Collective
 
 __all__ = [
     "ClockFit",

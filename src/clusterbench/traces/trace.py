@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from clusterbench.benchmarks.attribution import kernels
+from clusterbench.traces import kernels
 
 __all__ = [
     "CLASSES",

@@ -35,9 +35,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from clusterbench.benchmarks.attribution import ranks
-from clusterbench.benchmarks.attribution.idle import Span, span_length, span_overlap, span_union
-from clusterbench.benchmarks.attribution.trace import Collective
+from clusterbench.traces import ranks
+from clusterbench.traces.idle import Span, span_length, span_overlap, span_union
+from clusterbench.traces.trace import Collective
 
 __all__ = ["StepIdle", "idle_split", "straggler_savings"]
 
