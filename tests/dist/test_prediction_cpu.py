@@ -21,7 +21,7 @@ import pytest
 from clusterbench.analysis.prediction import predict
 from clusterbench.benchmarks.training.decoder import Decoder
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T
-from clusterbench.benchmarks.training.shapes import DECODER_PRESETS
+from clusterbench.model_shapes import DECODER_PRESETS
 from tests.helpers import cli, cpu_run
 
 pytestmark = [pytest.mark.dist, pytest.mark.timing]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from clusterbench.benchmarks.training.decoder import Decoder
-from clusterbench.benchmarks.training.shapes import DECODER_PRESETS
 from clusterbench.benchmarks.training.section import section as training_section
+from clusterbench.model_shapes import DECODER_PRESETS
 from clusterbench.schema import Results
 from tests.helpers import cpu_run
 

@@ -1,6 +1,7 @@
 """The commands that do not measure run without torch: each is run in a fresh interpreter in
 which ``import torch`` fails, on a run folder written here, and must succeed without torch in
-``sys.modules`` at its end.  ``run`` and ``doctor`` measure, and may import it."""
+``sys.modules`` at its end.  ``run`` and ``doctor`` measure, and may import it (``run`` in its
+workers only, when it starts them itself)."""
 
 from __future__ import annotations
 
@@ -170,6 +171,18 @@ def test_a_bad_setting_or_folder_is_told_before_torch_is_imported(
     assert code == 2 and len(lines) == 1, err
     assert lines[0].startswith("clusterbench: error: ") and said.format(tmp=tmp_path) in lines[0]
     assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("device", ["cpu", "auto"])
+def test_a_run_with_its_own_workers_imports_no_torch_itself(tmp_path: Path, device: str) -> None:
+    """The workers import torch (their fork server does, once); the process that starts them
+    and finishes the run does not, also to tell how many GPUs they will see (``auto``: torch's
+    files, then NVML, then the fork server)."""
+    out = tmp_path / "run"
+    code, stdout, err = _without_torch("run", "--device", device, "--only", "memory",
+                                       "--no-history", "--out", str(out))  # fmt: skip
+    assert code in (0, 1), err[-3000:]
+    assert "results:" in stdout and (out / "results.json").is_file()
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write in any folder")

@@ -28,7 +28,7 @@ from clusterbench.analysis.scaling_model import (
     validate,
 )
 from clusterbench.benchmarks.training.decoder import Decoder
-from clusterbench.benchmarks.training.shapes import DECODER_PRESETS
+from clusterbench.model_shapes import DECODER_PRESETS
 from clusterbench.report.sections.prediction import predictions_grid
 from clusterbench.thresholds import Thresholds
 from tests.pages import analysed

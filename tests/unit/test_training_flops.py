@@ -17,7 +17,8 @@ from clusterbench.benchmarks.training.formulas import (
 from clusterbench.benchmarks.training.models import build_workload
 from clusterbench.benchmarks.training.pipeline import stage_layers
 from clusterbench.benchmarks.training.settings import TrainingConfig, default_world_sizes
-from clusterbench.benchmarks.training.shapes import (
+from clusterbench.config import ConfigError, build_run_config
+from clusterbench.model_shapes import (
     DECODER_PRESETS,
     ENCODER_PRESETS,
     PRESETS,
@@ -30,7 +31,6 @@ from clusterbench.benchmarks.training.shapes import (
     decoder_recompute_flops,
     encoder_flops_per_sequence,
 )
-from clusterbench.config import ConfigError, build_run_config
 
 CPU = torch.device("cpu")
 

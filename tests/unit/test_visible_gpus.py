@@ -143,3 +143,35 @@ def test_torch_answers_where_nvml_cannot(monkeypatch: pytest.MonkeyPatch) -> Non
     assert start._num_workers(None, "cuda") == 3
     monkeypatch.setattr(probe, "nvml_session", _session(FakeNvml(mig=True)))
     assert start._num_workers(None, "cuda") == 3
+
+
+def test_a_run_with_its_own_workers_counts_them_from_torch_s_files(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """torch's build read from its files, NVML's count for a CUDA build; the workers' fork
+    server (which imports torch) asked only where neither can tell."""
+    asked: list[Any] = []
+
+    def in_fork_server(function: Any) -> int:
+        asked.append(function)
+        return 7
+
+    monkeypatch.setattr(start, "in_fork_server", in_fork_server)
+    monkeypatch.setattr(probe, "nvml_session", _session(FakeNvml()))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    stated: dict[str, str] = {}
+    monkeypatch.setattr(probe, "_torch_versions_unimported", lambda: stated)
+    cases = [
+        ({"torch": "2.13.0", "cuda": "12.8"}, 4),
+        ({"torch": "2.13.0"}, 0),  # a CPU-only build sees no GPU
+        ({"torch": "2.13.0", "hip": "6.4"}, 7),  # ROCm: only torch can tell
+        ({}, 7),  # torch's files unread
+    ]
+    for stated_now, count in cases:
+        stated.clear()
+        stated.update(stated_now)
+        assert start.visible_gpus_torch_unimported() == count, stated
+    stated.update({"torch": "2.13.0", "cuda": "12.8"})
+    monkeypatch.setattr(probe, "nvml_session", _session(None))  # no NVML
+    assert start.visible_gpus_torch_unimported() == 7
+    assert asked == [start.visible_gpus] * 3

@@ -27,8 +27,8 @@ from clusterbench.analysis.scaling_model import Strategy, beta_for_node_gbps
 from clusterbench.benchmarks.attribution import AttributionMetrics
 from clusterbench.benchmarks.collectives import CollectivesMetrics
 from clusterbench.benchmarks.training.settings import TrainingMetrics
-from clusterbench.benchmarks.training.shapes import DECODER_PRESETS
 from clusterbench.metrics import Metric
+from clusterbench.model_shapes import DECODER_PRESETS
 from clusterbench.schema import Measurement, Results
 
 __all__ = [

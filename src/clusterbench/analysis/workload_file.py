@@ -161,7 +161,7 @@ def _model_of(defaults: Mapping[str, Any], point: Mapping[str, Any]) -> dict[str
     model.update({k: v for k, v in point.items() if k in _MODEL_KEYS})
     preset = model.pop("preset", None)
     if preset is not None:
-        from clusterbench.benchmarks.training.shapes import DECODER_PRESETS
+        from clusterbench.model_shapes import DECODER_PRESETS
 
         cfg = DECODER_PRESETS.get(preset)
         if cfg is None:

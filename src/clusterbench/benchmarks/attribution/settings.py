@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeGuard
 
 from clusterbench.benchmarks.training.settings import TrainingConfig, WorkloadSettings
-from clusterbench.benchmarks.training.shapes import Model
 from clusterbench.metrics import Metric, MetricSet
+from clusterbench.model_shapes import Model
 
 if TYPE_CHECKING:
     from typing import Self

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from clusterbench.benchmarks.training.shapes import Model
+from clusterbench.model_shapes import Model
 
 ImageFormat = Literal["jpeg", "png"]
 

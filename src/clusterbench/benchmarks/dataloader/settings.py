@@ -13,8 +13,8 @@ from clusterbench.benchmarks.dataloader.kinds import (
     StepPrecision,
 )
 from clusterbench.benchmarks.sweep_stop import PlateauRule
-from clusterbench.benchmarks.training.shapes import DecoderModel, VisionModel
 from clusterbench.metrics import Metric, MetricSet
+from clusterbench.model_shapes import DecoderModel, VisionModel
 from clusterbench.suites import check_suite
 
 if TYPE_CHECKING:

@@ -18,12 +18,6 @@ import dataclasses
 from clusterbench.benchmarks.gemm.cost import CPU_TFLOPS, SPEC_FRACTION
 from clusterbench.benchmarks.gemm.cost import MODEL as GEMM_MODEL
 from clusterbench.benchmarks.training.settings import TrainingConfig
-from clusterbench.benchmarks.training.shapes import (
-    DECODER_PRESETS,
-    ENCODER_PRESETS,
-    decoder_flops_per_token,
-    encoder_flops_per_sequence,
-)
 from clusterbench.durations import (
     Cut,
     CutFn,
@@ -33,6 +27,12 @@ from clusterbench.durations import (
     Term,
     drop_cut,
     halve_cut,
+)
+from clusterbench.model_shapes import (
+    DECODER_PRESETS,
+    ENCODER_PRESETS,
+    decoder_flops_per_token,
+    encoder_flops_per_sequence,
 )
 
 __all__ = [

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from clusterbench.benchmarks.training.shapes import (
+from clusterbench.model_shapes import (
     DecoderConfig,
     decoder_flops_per_token,
     decoder_recompute_flops,

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from clusterbench.benchmarks.training.shapes import (
+from clusterbench.model_shapes import (
     EncoderConfig,
     encoder_flops_per_sequence,
     encoder_recompute_flops,

@@ -10,10 +10,10 @@ targets).  The limits are :class:`clusterbench.thresholds.Thresholds`'
 from __future__ import annotations
 
 from clusterbench.benchmarks.training.settings import TrainingMetrics
-from clusterbench.benchmarks.training.shapes import Model
 from clusterbench.benchmarks.training.thresholds import TrainingThresholds
 from clusterbench.judging.measurements import gpu_severity, scope_label
 from clusterbench.metrics import Metric
+from clusterbench.model_shapes import Model
 from clusterbench.schema import Finding, Measurement, Results
 from clusterbench.thresholds import Thresholds
 

@@ -21,7 +21,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from clusterbench.benchmarks.training.decoder import Decoder
 from clusterbench.benchmarks.training.encoder import Bert, pretraining_loss
-from clusterbench.benchmarks.training.shapes import (
+from clusterbench.benchmarks.training.workload import Batch, Workload
+from clusterbench.model_shapes import (
     DECODER_MODELS,
     DECODER_PRESETS,
     ENCODER_PRESETS,
@@ -38,7 +39,6 @@ from clusterbench.benchmarks.training.shapes import (
     encoder_recompute_flops,
     llama_ffn_dim,
 )
-from clusterbench.benchmarks.training.workload import Batch, Workload
 
 __all__ = [
     "DECODER_MODELS",

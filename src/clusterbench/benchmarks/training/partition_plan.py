@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from clusterbench.benchmarks.training.settings import TrainingConfig
-from clusterbench.benchmarks.training.shapes import DECODER_MODELS, decoder_config
+from clusterbench.model_shapes import DECODER_MODELS, decoder_config
 from clusterbench.schema import ParamValue
 
 __all__ = [

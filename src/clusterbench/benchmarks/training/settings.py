@@ -16,8 +16,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from clusterbench.benchmarks.training.shapes import DECODER_MODELS, Model
 from clusterbench.metrics import Metric, MetricSet
+from clusterbench.model_shapes import DECODER_MODELS, Model
 from clusterbench.suites import check_suite
 
 if TYPE_CHECKING:

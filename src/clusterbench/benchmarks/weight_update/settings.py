@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from clusterbench.benchmarks.training.settings import TrainingConfig
-from clusterbench.benchmarks.training.shapes import PRESETS, Model
 from clusterbench.benchmarks.weight_update.optimizers import (
     LAYOUTS,
     OPTIMIZERS,
@@ -15,6 +14,7 @@ from clusterbench.benchmarks.weight_update.optimizers import (
     OptimizerName,
 )
 from clusterbench.metrics import Metric, MetricSet
+from clusterbench.model_shapes import PRESETS, Model
 from clusterbench.suites import check_suite
 
 if TYPE_CHECKING:
