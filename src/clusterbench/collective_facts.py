@@ -1,6 +1,6 @@
 """The collectives' facts, without torch: each op's name, its bus factor (nccl-tests' busbw =
 algbw x factor), the bytes its buffers hold, the size sweep, the group kinds and the timing
-modes; read by the measurement, the settings, the cost model, the tuning sweep and analysis,
+modes; read by the measurement, the settings, the duration model, the tuning sweep and analysis,
 so it sits below the benchmarks and the analyses (standard library only)."""
 
 from __future__ import annotations

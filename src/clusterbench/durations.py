@@ -3,7 +3,7 @@
 Each benchmark declares a :class:`DurationModel` in its registration: ``estimate`` counts the
 work its settings ask for (shapes, bytes, steps, sweep points, node-pair rounds) and turns it
 into seconds with the rates of :class:`NodeFacts` (what this node measured in earlier runs, else
-the GPU's spec, else a nominal rate named in the benchmark's ``*_budget`` module); ``cuts`` are
+the GPU's spec, else a nominal rate named in the benchmark's ``duration`` module); ``cuts`` are
 the steps that make the settings smaller, cheapest loss of information first.  :func:`fit`
 applies them until the estimate fits.  Pure: no torch, the same answer on every rank.  It sits
 below the registry (standard library only), so the declarations and the plan both read it.

@@ -1,5 +1,5 @@
 """The training workloads' shapes without torch: the model presets (Llama-style decoders, BERT,
-torchvision names), their configs and FLOP counts, read by the CLI, the cost model and the
+torchvision names), their configs and FLOP counts, read by the CLI, the duration model and the
 analysis (so it sits below the benchmarks and the analyses); the models themselves are built in
 :mod:`clusterbench.benchmarks.training.models`."""
 

@@ -2,7 +2,7 @@
 and one :class:`RunPart` declaration each analysis of the run as a whole.
 
 A benchmark's folder (``benchmarks/<name>/``) declares it in its ``__init__``: its level and
-scope, the suites it belongs to, its settings class, the metrics it emits, its cost model, and
+scope, the suites it belongs to, its settings class, the metrics it emits, its duration model, and
 where its parts live, as ``"package.module:function"``: the measurement (``run``), its verdicts
 (``findings``: results and thresholds in, findings out), its summary section and its figures.
 A part is imported when it is first used, so that what does not measure (the CLI, ``list``,
@@ -131,7 +131,7 @@ class Benchmark:
     """A benchmark whose settings this one shares (attribution profiles the training workload):
     a setting given to that one applies here too, unless given here itself."""
     budget: DurationModel | None = None
-    """Its cost model: the expected seconds of its settings on a node, and the cut steps that
+    """Its duration model: the expected seconds of its settings on a node, and the cut steps that
     fit it into a time budget (None: no estimate; a budget then only stops it at its deadline
     where it checks ``ctx.budget``)."""
     winner_params: Mapping[Metric, frozenset[str]] = field(default_factory=dict)

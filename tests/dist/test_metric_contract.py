@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.dist, pytest.mark.xdist_group(QUICK_RUN)]
 BASELINE = Path(__file__).parents[1] / "data" / "cpu_suite_metrics.json"
 READERS = ("clusterbench.analysis", "clusterbench.report", "clusterbench.views")
 """Packages that read metrics; with them each benchmark folder's findings, section and figures
-and the folder's modules those import (not its settings, cost model or measurement)."""
+and the folder's modules those import (not its settings, duration model or measurement)."""
 READING_PARTS = ("findings", "section", "figures")
 
 
@@ -64,7 +64,8 @@ def _resolve(node: ast.expr, scope: dict[str, Any]) -> Any:
 
 def _benchmark_readers() -> list[ModuleType]:
     """Each benchmark folder's findings, section and figures, and the modules of
-    ``clusterbench.benchmarks`` they take names from (but settings, cost models, measurements)."""
+    ``clusterbench.benchmarks`` they take names from (but settings, duration models,
+    measurements)."""
     parts = [
         m for m in _modules("clusterbench.benchmarks")
         if m.__name__.rsplit(".", 1)[-1] in READING_PARTS
@@ -79,7 +80,7 @@ def _benchmark_readers() -> list[ModuleType]:
             )
             if (
                 isinstance(where, str) and where.startswith("clusterbench.benchmarks.")
-                and where.rsplit(".", 1)[-1] not in ("settings", "cost", "measure", "budget")
+                and where.rsplit(".", 1)[-1] not in ("settings", "duration", "measure")
             ):  # fmt: skip
                 names.add(where)
     return [importlib.import_module(n) for n in sorted(names)]

@@ -35,7 +35,7 @@ def _run(out: Path, *more: str) -> str:
 def test_expected_time_then_time_taken(tmp_path: Path) -> None:
     first = _run(tmp_path / "a")
     head, gemm_line, memory_line = first.splitlines()[:3]
-    # the plan: gemm runs with changed settings: the table's figure scaled by its cost model;
+    # the plan: gemm runs with changed settings: the table's figure scaled by its duration model;
     # memory at its preset: the CPU table's own
     assert re.fullmatch(r"plan: expected ~[\d.]+ s for 2 benchmarks", head), head
     assert re.fullmatch(

@@ -1,4 +1,4 @@
-"""Time budgets, pure parts: the cost models scale with their settings, the fit cuts in the
+"""Time budgets, pure parts: the duration models scale with their settings, the fit cuts in the
 declared order until the estimate fits (and reports only cuts that saved time), the plan
 calibrates by a measured run and shares a budget, the deadlines of a run, the findings and
 the printed plan."""
@@ -13,15 +13,15 @@ from clusterbench import catalog, registry
 from clusterbench.analysis import budget as budget_findings
 from clusterbench.analysis.budget_plan import PlanInput, Reference, make_plan, reserve_s
 from clusterbench.benchmarks.attribution import sweep_counts
-from clusterbench.benchmarks.attribution.cost import estimate as attribution_estimate
-from clusterbench.benchmarks.collectives.cost import estimate as collectives_estimate
+from clusterbench.benchmarks.attribution.duration import estimate as attribution_estimate
+from clusterbench.benchmarks.collectives.duration import estimate as collectives_estimate
 from clusterbench.benchmarks.gemm import GemmConfig
-from clusterbench.benchmarks.gemm.cost import MODEL as GEMM
-from clusterbench.benchmarks.network.cost import estimate as network_estimate
+from clusterbench.benchmarks.gemm.duration import MODEL as GEMM
+from clusterbench.benchmarks.network.duration import estimate as network_estimate
 from clusterbench.benchmarks.pair_plan import planned_rounds
-from clusterbench.benchmarks.sdc.cost import DRAW_M_PER_S
-from clusterbench.benchmarks.sdc.cost import estimate as sdc_estimate
-from clusterbench.benchmarks.training.budget import MODEL as TRAINING
+from clusterbench.benchmarks.sdc.duration import DRAW_M_PER_S
+from clusterbench.benchmarks.sdc.duration import estimate as sdc_estimate
+from clusterbench.benchmarks.training.duration import MODEL as TRAINING
 from clusterbench.benchmarks.training.settings import TrainingConfig
 from clusterbench.config import ConfigError, build_run_config
 from clusterbench.durations import NodeFacts, fit, smallest

@@ -1,5 +1,6 @@
-"""The checkpoint benchmark's cost model and its time budget: the estimate follows the bytes the
-settings write, cuts bring it under a budget, and a spent budget stops it between sizes."""
+"""The checkpoint benchmark's duration model and its time budget: the estimate follows the
+bytes the settings write, cuts bring it under a budget, and a spent budget stops it between
+sizes."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.benchmarks.checkpoint import cost as cost
+from clusterbench.benchmarks.checkpoint import duration
 from clusterbench.benchmarks.checkpoint import measure as ck
 from clusterbench.durations import NodeFacts, fit
 from clusterbench.runtime.budget import TimeBudget
@@ -20,7 +21,7 @@ H200 = NodeFacts(device_type="cuda", world_size=1, local_world_size=1, gpu="NVID
 
 
 def _io_seconds(cfg: ck.CheckpointConfig) -> float:
-    return cost.estimate(dataclasses.replace(cfg, formats=["torch"]), H200).seconds
+    return duration.estimate(dataclasses.replace(cfg, formats=["torch"]), H200).seconds
 
 
 def test_estimate_follows_the_bytes_written() -> None:
@@ -39,18 +40,18 @@ def test_estimate_follows_the_bytes_written() -> None:
     # the real full-size save of the 1.3b was 395 s with 3 rounds of every format (issue 20);
     # the bounded standard suite is a quarter of that
     old = dataclasses.replace(whole, num_sizes=1, repeats=3, min_repeats=3, warmup=0)
-    assert cost.estimate(standard, H200).seconds < cost.estimate(old, H200).seconds / 3
+    assert duration.estimate(standard, H200).seconds < duration.estimate(old, H200).seconds / 3
 
 
 def test_cuts_keep_the_measurement_before_they_shrink_it() -> None:
     standard = ck.CheckpointConfig.preset(suite="standard", device_type="cuda")
-    tight = fit(cost.MODEL, standard, H200, budget_s=30.0)
+    tight = fit(duration.MODEL, standard, H200, budget_s=30.0)
     assert tight.after.seconds <= 30.0
     keys = [c.split()[0] for c in tight.cuts]
     assert keys[0] in ("repeats", "min_repeats")  # repeats go first, the state's size last
     assert tight.settings.formats == standard.formats  # formats go only when nothing else does
-    floor = fit(cost.MODEL, standard, H200, budget_s=0.0).settings
-    assert floor.max_bytes == cost.MIN_BYTES and floor.formats == ["torch"]
+    floor = fit(duration.MODEL, standard, H200, budget_s=0.0).settings
+    assert floor.max_bytes == duration.MIN_BYTES and floor.formats == ["torch"]
     assert floor.min_repeats == 1 and floor.warmup == 0 and floor.stall_steps == 2
     assert floor.num_sizes == 2  # still a fit of two sizes
 

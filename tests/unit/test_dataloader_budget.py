@@ -1,11 +1,12 @@
-"""The dataloader's cost estimate, its cuts to a time budget, and its deadline between points."""
+"""The dataloader's duration estimate, its cuts to a time budget, and its deadline between
+points."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from clusterbench.benchmarks.dataloader import cost as dataloader_budget
+from clusterbench.benchmarks.dataloader import duration as dataloader_duration
 from clusterbench.benchmarks.dataloader import measure as dl
 from clusterbench.durations import NodeFacts, fit
 from clusterbench.runtime.budget import TimeBudget
@@ -19,7 +20,7 @@ GPU_NODE = NodeFacts(device_type="cuda", world_size=8, local_world_size=8, gpu="
 @pytest.fixture(autouse=True)
 def _sixteen_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     """Worker counts 0, 1, 2, 4, 8, 16 whatever this machine has."""
-    monkeypatch.setattr(dataloader_budget, "cores_per_rank", lambda local_world_size: 16)
+    monkeypatch.setattr(dataloader_duration, "cores_per_rank", lambda local_world_size: 16)
 
 
 def _standard(**changes: object) -> dl.DataloaderConfig:
@@ -30,36 +31,36 @@ def _standard(**changes: object) -> dl.DataloaderConfig:
 
 
 def test_the_rule_shortens_the_estimated_sweep() -> None:
-    stopped = dataloader_budget.estimate(_standard(), GPU_NODE)
-    whole = dataloader_budget.estimate(_standard(sweep_stop=False), GPU_NODE)
+    stopped = dataloader_duration.estimate(_standard(), GPU_NODE)
+    whole = dataloader_duration.estimate(_standard(sweep_stop=False), GPU_NODE)
     assert stopped.points < whole.points and stopped.seconds < whole.seconds
     # the memmapped tokens outrun any step without workers: one count, two pin settings
-    assert dataloader_budget.sweep_counts(_standard(), GPU_NODE, "tokens") == [0]
-    assert dataloader_budget.sweep_counts(_standard(sweep_stop=False), GPU_NODE,
+    assert dataloader_duration.sweep_counts(_standard(), GPU_NODE, "tokens") == [0]
+    assert dataloader_duration.sweep_counts(_standard(sweep_stop=False), GPU_NODE,
                                           "tokens") == [0, 1, 2, 4, 8, 16]  # fmt: skip
     # a slower step needs fewer image workers
-    fast = dataloader_budget.sweep_counts(_standard(step_s=0.01), GPU_NODE, "images")
-    slow = dataloader_budget.sweep_counts(_standard(step_s=1.0), GPU_NODE, "images")
+    fast = dataloader_duration.sweep_counts(_standard(step_s=0.01), GPU_NODE, "images")
+    slow = dataloader_duration.sweep_counts(_standard(step_s=1.0), GPU_NODE, "images")
     assert len(slow) < len(fast)
 
 
 def test_estimate_grows_with_every_part_of_the_work() -> None:
-    base = dataloader_budget.estimate(_standard(sweep_stop=False), GPU_NODE).seconds
+    base = dataloader_duration.estimate(_standard(sweep_stop=False), GPU_NODE).seconds
     for more in (
         {"measure_batches": 48}, {"train_steps": 40}, {"num_samples": 8192},
         {"prefetch_factor": [2, 4, 8]}, {"step_s": 0.5}, {"image_size": 512},
     ):  # fmt: skip
-        bigger = dataloader_budget.estimate(_standard(sweep_stop=False, **more), GPU_NODE)
+        bigger = dataloader_duration.estimate(_standard(sweep_stop=False, **more), GPU_NODE)
         assert bigger.seconds > base, more
 
 
 def test_cut_to_a_budget() -> None:
     cfg = _standard(sweep_stop=False)
-    before = dataloader_budget.estimate(cfg, GPU_NODE).seconds
-    fitted = fit(dataloader_budget.MODEL, cfg, GPU_NODE, before / 4)
+    before = dataloader_duration.estimate(cfg, GPU_NODE).seconds
+    fitted = fit(dataloader_duration.MODEL, cfg, GPU_NODE, before / 4)
     assert fitted.after.seconds < before
     assert any(c.startswith("measure_batches 24 -> ") for c in fitted.cuts)
-    tiny = fit(dataloader_budget.MODEL, cfg, GPU_NODE, 0.0)
+    tiny = fit(dataloader_duration.MODEL, cfg, GPU_NODE, 0.0)
     assert tiny.settings.num_workers == [0, 1]  # the ladder cut from the top, two counts kept
     assert tiny.settings.pin_memory == [False] and len(tiny.settings.prefetch_factor) == 1
 

@@ -1,6 +1,6 @@
 """The plan of a run: each benchmark's expected seconds, and with a budget what is cut to fit.
 
-Pure.  A benchmark's figure is its cost model's estimate of the settings about to run
+Pure.  A benchmark's figure is its duration model's estimate of the settings about to run
 (:mod:`clusterbench.durations`), calibrated by the nearest measured run of it: an
 earlier run in the history on this host (whatever its settings), else the shipped timing
 table (its suite's preset), as ``T_measured x model(settings) / model(settings_measured)``.

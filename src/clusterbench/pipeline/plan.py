@@ -118,7 +118,7 @@ def plan_run(
     expected: Sequence[Expected],
 ) -> RunBudgetPlan:
     """Each selected benchmark's plan; ``expected``: the duration module's figures, for the
-    benchmarks without a cost model."""
+    benchmarks without a duration model."""
     figures = {e.benchmark: e for e in expected}
     items = []
     for name, cfg in config.benchmarks.items():

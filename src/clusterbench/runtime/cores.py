@@ -1,4 +1,5 @@
-"""How many cores a rank may use, without torch (the cost models read it, not only the ranks)."""
+"""How many cores a rank may use, without torch (the duration models read it, not only the
+ranks)."""
 
 from __future__ import annotations
 

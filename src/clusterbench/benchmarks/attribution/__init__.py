@@ -1,7 +1,7 @@
 """The ``attribution`` benchmark: its measurement (:mod:`.measure`), its settings and metrics
-(:mod:`.settings`, no torch) and its cost model (:mod:`.cost`)."""
+(:mod:`.settings`, no torch) and its duration model (:mod:`.duration`)."""
 
-from clusterbench.benchmarks.attribution.cost import MODEL
+from clusterbench.benchmarks.attribution.duration import MODEL
 from clusterbench.benchmarks.attribution.settings import (
     ACCUM_MIN_RISE_PCT,
     AttributionConfig,

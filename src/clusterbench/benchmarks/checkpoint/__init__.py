@@ -1,7 +1,7 @@
 """The ``checkpoint`` benchmark: its measurement (:mod:`.measure`), its settings and metrics
-(:mod:`.settings`, no torch) and its cost model (:mod:`.cost`)."""
+(:mod:`.settings`, no torch) and its duration model (:mod:`.duration`)."""
 
-from clusterbench.benchmarks.checkpoint.cost import MODEL
+from clusterbench.benchmarks.checkpoint.duration import MODEL
 from clusterbench.benchmarks.checkpoint.settings import (
     FORMATS,
     STATES,

@@ -1,8 +1,8 @@
 """The ``collectives`` benchmark: its measurement (:mod:`.measure`), its settings and metrics
 (:mod:`.settings`, no torch), the per-op facts (:mod:`.facts`, no torch: bus factor, buffer
-sizes, the size sweep) and its cost model (:mod:`.cost`)."""
+sizes, the size sweep) and its duration model (:mod:`.duration`)."""
 
-from clusterbench.benchmarks.collectives.cost import MODEL
+from clusterbench.benchmarks.collectives.duration import MODEL
 from clusterbench.benchmarks.collectives.settings import (
     MODES,
     TUNE_ALGOS,

@@ -1,7 +1,7 @@
 """The ``dataloader`` benchmark: its measurement (:mod:`.measure`), its settings and metrics
-(:mod:`.settings`, no torch) and its cost model (:mod:`.cost`)."""
+(:mod:`.settings`, no torch) and its duration model (:mod:`.duration`)."""
 
-from clusterbench.benchmarks.dataloader.cost import MODEL
+from clusterbench.benchmarks.dataloader.duration import MODEL
 from clusterbench.benchmarks.dataloader.settings import (
     DATASETS,
     DataloaderConfig,

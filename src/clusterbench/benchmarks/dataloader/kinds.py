@@ -1,5 +1,5 @@
 """The dataloader benchmark's choices, without torch: image formats, the small CNN's name, the
-step precisions and the workloads it may train (read by its settings, its cost model and the
+step precisions and the workloads it may train (read by its settings, its duration model and the
 CLI)."""
 
 from __future__ import annotations

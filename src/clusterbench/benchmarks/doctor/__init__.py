@@ -1,7 +1,7 @@
 """The ``doctor`` benchmark: its measurement (:mod:`.measure`), its settings and metrics
-(:mod:`.settings`, no torch) and its cost model (:mod:`.cost`)."""
+(:mod:`.settings`, no torch) and its duration model (:mod:`.duration`)."""
 
-from clusterbench.benchmarks.doctor.cost import MODEL
+from clusterbench.benchmarks.doctor.duration import MODEL
 from clusterbench.benchmarks.doctor.settings import (
     NUMA_FINDING_ID,
     DoctorConfig,

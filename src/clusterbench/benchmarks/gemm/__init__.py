@@ -1,7 +1,7 @@
 """The ``gemm`` benchmark: dense matrix-multiply throughput per device (:mod:`.measure`), its
-settings and metrics (:mod:`.settings`, no torch) and its cost model (:mod:`.cost`)."""
+settings and metrics (:mod:`.settings`, no torch) and its duration model (:mod:`.duration`)."""
 
-from clusterbench.benchmarks.gemm.cost import MODEL
+from clusterbench.benchmarks.gemm.duration import MODEL
 from clusterbench.benchmarks.gemm.settings import (
     DTYPES,
     TOLERANCE,

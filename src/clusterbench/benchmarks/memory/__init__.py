@@ -1,7 +1,7 @@
 """The ``memory`` benchmark: its measurement (:mod:`.measure`), its settings and metrics
-(:mod:`.settings`, no torch) and its cost model (:mod:`.cost`)."""
+(:mod:`.settings`, no torch) and its duration model (:mod:`.duration`)."""
 
-from clusterbench.benchmarks.memory.cost import MODEL
+from clusterbench.benchmarks.memory.duration import MODEL
 from clusterbench.benchmarks.memory.settings import (
     OPS,
     MemoryConfig,

@@ -1,7 +1,7 @@
 """The ``network`` benchmark: its measurement (:mod:`.measure`), its settings and metrics
-(:mod:`.settings`, no torch) and its cost model (:mod:`.cost`)."""
+(:mod:`.settings`, no torch) and its duration model (:mod:`.duration`)."""
 
-from clusterbench.benchmarks.network.cost import MODEL
+from clusterbench.benchmarks.network.duration import MODEL
 from clusterbench.benchmarks.network.settings import (
     NetworkConfig,
     NetworkMetrics,

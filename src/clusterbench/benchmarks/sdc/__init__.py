@@ -1,7 +1,7 @@
 """The ``sdc`` benchmark: its measurement (:mod:`.measure`), its settings and metrics
-(:mod:`.settings`, no torch) and its cost model (:mod:`.cost`)."""
+(:mod:`.settings`, no torch) and its duration model (:mod:`.duration`)."""
 
-from clusterbench.benchmarks.sdc.cost import MODEL
+from clusterbench.benchmarks.sdc.duration import MODEL
 from clusterbench.benchmarks.sdc.settings import (
     SDC_DTYPES,
     SdcConfig,

@@ -10,7 +10,7 @@ world sizes, groups, the series), :mod:`.sweeps` (the combination and accumulati
 cases and ``TrainingMetrics``).
 """
 
-from clusterbench.benchmarks.training.budget import MODEL
+from clusterbench.benchmarks.training.duration import MODEL
 from clusterbench.benchmarks.training.settings import TrainingConfig, TrainingMetrics
 from clusterbench.benchmarks.training.thresholds import TrainingThresholds
 from clusterbench.registry import FROM_STANDARD, Benchmark

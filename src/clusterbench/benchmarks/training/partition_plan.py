@@ -1,5 +1,5 @@
 """The partition search's plan, without torch: the candidates (data x tensor x pipeline), which
-of them it tries and in what order, and what a measured peak memory rules out (the cost model
+of them it tries and in what order, and what a measured peak memory rules out (the duration model
 and the analysis read it; :mod:`.partition` trains the candidates)."""
 
 from __future__ import annotations

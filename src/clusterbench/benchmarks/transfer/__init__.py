@@ -1,7 +1,7 @@
 """The ``transfer`` benchmark: its measurement (:mod:`.measure`), its settings and metrics
-(:mod:`.settings`, no torch) and its cost model (:mod:`.cost`)."""
+(:mod:`.settings`, no torch) and its duration model (:mod:`.duration`)."""
 
-from clusterbench.benchmarks.transfer.cost import MODEL
+from clusterbench.benchmarks.transfer.duration import MODEL
 from clusterbench.benchmarks.transfer.settings import (
     DIRECTIONS,
     MEMORY_KINDS,

@@ -1,7 +1,7 @@
 """The ``weight_update`` benchmark: its measurement (:mod:`.measure`), its settings and metrics
-(:mod:`.settings`, no torch) and its cost model (:mod:`.cost`)."""
+(:mod:`.settings`, no torch) and its duration model (:mod:`.duration`)."""
 
-from clusterbench.benchmarks.weight_update.cost import MODEL
+from clusterbench.benchmarks.weight_update.duration import MODEL
 from clusterbench.benchmarks.weight_update.settings import (
     WeightUpdateConfig,
     WeightUpdateMetrics,

@@ -1,6 +1,6 @@
 """The optimizers and weight layouts the ``weight_update`` benchmark steps, without torch: their
 names, each one's family and implementation, and the bytes one parameter's update moves (read by
-its settings, its cost model and analysis)."""
+its settings, its duration model and analysis)."""
 
 from __future__ import annotations
 

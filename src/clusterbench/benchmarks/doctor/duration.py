@@ -1,4 +1,4 @@
-"""What ``doctor`` costs: its checks read files and settings, a fixed fraction of a second
+"""How long ``doctor`` takes: its checks read files and settings, a fixed fraction of a second
 (0.04 to 0.06 s in the shipped timing table); nothing to cut."""
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
-"""What the ``attribution`` benchmark costs, and how it is cut to a time budget.
+"""How long the ``attribution`` benchmark takes, and how it is cut to a time budget.
 
 Building (and compiling) the workload, the profiled steps (warm-up, the profiler's wait,
 warm-up and active steps, then as many timed without it), reading each trace back, and per
 accumulation count k of the sweep (2 or more ranks) warm-up + active steps of k micro-steps
-with a trace each.  A step's seconds are training's (:func:`.training.budget.step_seconds`).
+with a trace each.  A step's seconds are training's (:func:`.training.duration.step_seconds`).
 """
 
 from __future__ import annotations
 
 from clusterbench.benchmarks.attribution.settings import AttributionConfig, sweep_counts
-from clusterbench.benchmarks.training.budget import BUILD_S, COMPILE_S, step_seconds
-from clusterbench.benchmarks.training.budget import MODEL as TRAINING_MODEL
+from clusterbench.benchmarks.training.duration import BUILD_S, COMPILE_S, step_seconds
+from clusterbench.benchmarks.training.duration import MODEL as TRAINING_MODEL
 from clusterbench.durations import (
     DurationModel,
     Estimate,

@@ -1,4 +1,4 @@
-"""What the ``checkpoint`` benchmark costs, and how it is cut to a time budget.
+"""How long the ``checkpoint`` benchmark takes, and how it is cut to a time budget.
 
 Per format, the state written is at most ``max_bytes`` of the workload's (12 B per parameter:
 fp32 weights and AdamW's two moments; safetensors the weights alone, 4 B), at ``num_sizes``
@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from clusterbench.benchmarks.training.budget import step_seconds
+from clusterbench.benchmarks.training.duration import step_seconds
 from clusterbench.durations import (
     Cut,
     DurationModel,
@@ -41,7 +41,7 @@ MIN_BYTES = 256 * 2**20
 
 
 def _params(model: str) -> float:
-    from clusterbench.benchmarks.training.budget import num_params
+    from clusterbench.benchmarks.training.duration import num_params
 
     return num_params(model) if model != "small_cnn" else 1e6
 

@@ -1,4 +1,4 @@
-"""What the ``memory`` benchmark costs, and how it is cut to a time budget.
+"""How long the ``memory`` benchmark takes, and how it is cut to a time budget.
 
 Per operation: warm-up + repeats + one checked run, each moving the op's bytes (a copy reads
 and writes its buffer, a read or a write touches it once) at the memory bandwidth (this

@@ -1,4 +1,4 @@
-"""What the ``collectives`` sweep costs, and how it is cut to a time budget.
+"""How long the ``collectives`` sweep takes, and how it is cut to a time budget.
 
 Per group kind the run has (the world; per node and per rail with several nodes; node pairs
 with three or more, in the rounds of :func:`~.pair_plan.planned_rounds`), op and size of the

@@ -1,8 +1,8 @@
-"""What the ``dataloader`` benchmark costs, and how it is cut to a time budget.
+"""How long the ``dataloader`` benchmark takes, and how it is cut to a time budget.
 
 Per dataset: writing it (``num_samples`` files or token windows); timing the step alone
 (``step_s`` where set, else the workload's FLOPs at training's step rate,
-:func:`.training.budget.step_seconds`); the loader sweep, worker count by worker count
+:func:`.training.duration.step_seconds`); the loader sweep, worker count by worker count
 (:mod:`.sweep`: 0, 1, 2, 4, ... up to the cores per rank), each count's pin x
 prefetch settings starting their workers and loading warm-up + measured batches; then training
 from the loader at the best and at the default setting.
@@ -26,8 +26,8 @@ from clusterbench.benchmarks.dataloader.kinds import (
     worker_counts,
 )
 from clusterbench.benchmarks.dataloader.settings import DataloaderConfig
-from clusterbench.benchmarks.training.budget import MODEL as TRAINING_MODEL
-from clusterbench.benchmarks.training.budget import flops_per_sample, step_seconds
+from clusterbench.benchmarks.training.duration import MODEL as TRAINING_MODEL
+from clusterbench.benchmarks.training.duration import flops_per_sample, step_seconds
 from clusterbench.durations import (
     Cut,
     DurationModel,

@@ -1,4 +1,4 @@
-"""What the ``sdc`` check costs, and how it is cut to a time budget.
+"""How long the ``sdc`` check takes, and how it is cut to a time budget.
 
 Per case (dtype x shape) and repeat: a chain of ``depth`` products at the matmul rate (the
 gemm sweep's measured rate on this node, else 70% of the spec's peak, else nominal), then the
@@ -10,8 +10,8 @@ standard preset, milliseconds at HBM rates; not timed on its own).
 
 from __future__ import annotations
 
-from clusterbench.benchmarks.gemm.cost import CPU_TFLOPS, SPEC_FRACTION
-from clusterbench.benchmarks.gemm.cost import MODEL as GEMM_MODEL
+from clusterbench.benchmarks.gemm.duration import CPU_TFLOPS, SPEC_FRACTION
+from clusterbench.benchmarks.gemm.duration import MODEL as GEMM_MODEL
 from clusterbench.benchmarks.sdc.settings import SdcConfig
 from clusterbench.durations import (
     DurationModel,

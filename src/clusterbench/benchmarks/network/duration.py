@@ -1,4 +1,4 @@
-"""What the ``network`` benchmark costs, and how it is cut to a time budget.
+"""How long the ``network`` benchmark takes, and how it is cut to a time budget.
 
 One node: the loopback tests (a TCP throughput test of ``duration_s``, then the latency round
 trips).  Several: every round of node pairs of the plan (:func:`~.pair_plan.planned_rounds`:

@@ -1,4 +1,4 @@
-"""What the ``gemm`` sweep costs, and how it is cut to a time budget.
+"""How long the ``gemm`` sweep takes, and how it is cut to a time budget.
 
 Per dtype and shape: warm-up + repeats + one checked product of 2MNK FLOPs at the dtype's rate
 (this node's measured geometric mean, else 70% of the spec's dense peak, else a nominal CPU

@@ -1,4 +1,4 @@
-"""What the ``training`` benchmark costs, and how it is cut to a time budget; the workload
+"""How long the ``training`` benchmark takes, and how it is cut to a time budget; the workload
 figures (parameters, FLOPs per sample) that ``weight_update``, ``attribution`` and
 ``checkpoint`` estimates use too.
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from clusterbench.benchmarks.gemm.cost import CPU_TFLOPS, SPEC_FRACTION
-from clusterbench.benchmarks.gemm.cost import MODEL as GEMM_MODEL
+from clusterbench.benchmarks.gemm.duration import CPU_TFLOPS, SPEC_FRACTION
+from clusterbench.benchmarks.gemm.duration import MODEL as GEMM_MODEL
 from clusterbench.benchmarks.training.settings import TrainingConfig
 from clusterbench.durations import (
     Cut,

@@ -1,4 +1,4 @@
-"""What the ``transfer`` benchmark costs, and how it is cut to a time budget.
+"""How long the ``transfer`` benchmark takes, and how it is cut to a time budget.
 
 Host<->device: per direction, host memory kind and NUMA placement, warm-up + repeats copies of
 its size at the link's rate (this node's measured pinned/pageable h2d, else nominal PCIe 5

@@ -1,4 +1,4 @@
-"""What the ``weight_update`` benchmark costs, and how it is cut to a time budget.
+"""How long the ``weight_update`` benchmark takes, and how it is cut to a time budget.
 
 Per layout and optimizer: warm-up + repeats updates of every parameter, each moving the bytes
 the optimizer reads and writes per parameter (AdamW 28 B in fp32: p, g, m, v read, p, m, v
@@ -9,9 +9,9 @@ optimizer pays a kernel per tensor on top.
 
 from __future__ import annotations
 
-from clusterbench.benchmarks.memory.cost import MODEL as MEMORY_MODEL
-from clusterbench.benchmarks.memory.cost import copy_rate
-from clusterbench.benchmarks.training.budget import num_params
+from clusterbench.benchmarks.memory.duration import MODEL as MEMORY_MODEL
+from clusterbench.benchmarks.memory.duration import copy_rate
+from clusterbench.benchmarks.training.duration import num_params
 from clusterbench.benchmarks.weight_update.settings import WeightUpdateConfig
 from clusterbench.durations import (
     DurationModel,
