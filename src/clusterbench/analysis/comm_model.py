@@ -35,8 +35,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from clusterbench.benchmarks.collectives import CollectivesMetrics
 from clusterbench.collective_facts import bus_factor
+from clusterbench.declared.collectives import CollectivesMetrics
 from clusterbench.schema import Measurement, Results
 
 if TYPE_CHECKING:  # numpy is imported where used: a run without a prediction needs none

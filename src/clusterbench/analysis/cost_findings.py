@@ -32,10 +32,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from clusterbench.analysis.cost_scale import AtScale, Throughput
-from clusterbench.benchmarks.attribution import AttributionMetrics
-from clusterbench.benchmarks.training.settings import TrainingMetrics
-from clusterbench.benchmarks.training.thresholds import TrainingThresholds
-from clusterbench.benchmarks.weight_update import WeightUpdateMetrics
+from clusterbench.declared.attribution import AttributionMetrics
+from clusterbench.declared.training import TrainingMetrics, TrainingThresholds
+from clusterbench.declared.weight_update import WeightUpdateMetrics
 from clusterbench.judging.advice import Advice, collect_advice
 from clusterbench.schema import Finding, Results
 from clusterbench.thresholds import Thresholds

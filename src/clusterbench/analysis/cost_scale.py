@@ -18,7 +18,7 @@ from typing import Literal
 
 from clusterbench.analysis.prediction import NoPrediction, Prediction, applies, predict
 from clusterbench.analysis.prediction_inputs import gpus_per_node as choose_gpus_per_node
-from clusterbench.benchmarks.training.settings import TrainingMetrics
+from clusterbench.declared.training import TrainingMetrics
 from clusterbench.model_shapes import DECODER_PRESETS, VISION_PRESETS
 from clusterbench.schema import Measurement, Results
 from clusterbench.thresholds import run_thresholds

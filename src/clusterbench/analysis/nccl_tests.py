@@ -27,8 +27,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterbench.benchmarks.collectives import CollectivesMetrics
 from clusterbench.collective_facts import CHUNKED_OPS
+from clusterbench.declared.collectives import CollectivesMetrics
 from clusterbench.hardware.specs import spec_ref_for
 from clusterbench.schema import GpuInfo, HostInfo, Measurement, ParamValue
 

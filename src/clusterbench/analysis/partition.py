@@ -39,8 +39,8 @@ from typing import Literal
 from clusterbench.analysis import prediction_inputs as inputs
 from clusterbench.analysis.prediction import Prediction, predict
 from clusterbench.analysis.scaling_model import Links, Validation, Workload, predict_step
-from clusterbench.benchmarks.training.settings import TrainingConfig
-from clusterbench.benchmarks.training.settings import TrainingMetrics as T
+from clusterbench.declared.training import PARTITION_PREDICT_UP_TO
+from clusterbench.declared.training import TrainingMetrics as T
 from clusterbench.judging.advice import compare_samples
 from clusterbench.schema import Measurement, Results
 from clusterbench.thresholds import Thresholds, practical_floor
@@ -56,7 +56,7 @@ __all__ = [
     "predicted_rows",
 ]
 
-DEFAULT_PREDICT_UP_TO = TrainingConfig().partition_predict_up_to
+DEFAULT_PREDICT_UP_TO = PARTITION_PREDICT_UP_TO
 Basis = Literal["measured", "predicted"]
 Verdict = Literal["default", "better", "not_better", "unjudged", "not_run", "predicted"]
 """``better``: beat the default beyond the noise and the practical limit; ``not_better``:

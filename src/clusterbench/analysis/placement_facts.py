@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from clusterbench.analysis.placement_flags import binding_fix
-from clusterbench.benchmarks.training.settings import default_world_sizes
+from clusterbench.declared.training import default_world_sizes
 from clusterbench.doctor.numa_cpu import format_cpulist
 from clusterbench.doctor.placement import FINDING_ID
 from clusterbench.schema import Results

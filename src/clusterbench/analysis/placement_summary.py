@@ -24,8 +24,8 @@ from clusterbench.analysis.placement_facts import (
     rank_order,
     ranks_text,
 )
-from clusterbench.benchmarks.doctor import NUMA_FINDING_ID as REMOTE_COPY_ID
-from clusterbench.benchmarks.transfer import TransferMetrics
+from clusterbench.declared.doctor import NUMA_FINDING_ID as REMOTE_COPY_ID
+from clusterbench.declared.transfer import TransferMetrics
 from clusterbench.judging.advice import advice_evidence
 from clusterbench.schema import Finding, Measurement, Results
 

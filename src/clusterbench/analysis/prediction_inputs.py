@@ -24,9 +24,9 @@ from typing import Literal
 
 from clusterbench.analysis.comm_model import Fit, collectives_fit
 from clusterbench.analysis.scaling_model import Strategy, beta_for_node_gbps
-from clusterbench.benchmarks.attribution import AttributionMetrics
-from clusterbench.benchmarks.collectives import CollectivesMetrics
-from clusterbench.benchmarks.training.settings import TrainingMetrics
+from clusterbench.declared.attribution import AttributionMetrics
+from clusterbench.declared.collectives import CollectivesMetrics
+from clusterbench.declared.training import TrainingMetrics
 from clusterbench.metrics import Metric
 from clusterbench.model_shapes import DECODER_PRESETS
 from clusterbench.schema import Measurement, Results

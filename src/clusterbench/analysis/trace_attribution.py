@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from clusterbench.analysis.trace_file import RankTrace
-from clusterbench.benchmarks.attribution import AttributionMetrics
+from clusterbench.declared.attribution import AttributionMetrics
 from clusterbench.metrics import Metric
 from clusterbench.schema import Finding, Measurement, ParamValue, Stats
 from clusterbench.traces import idle, kernels, ranks, whatif

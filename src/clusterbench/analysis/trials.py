@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from clusterbench.benchmarks.dataloader import DataloaderMetrics
+from clusterbench.declared.dataloader import DataloaderMetrics
 from clusterbench.schema import Results
 
 __all__ = ["tried"]

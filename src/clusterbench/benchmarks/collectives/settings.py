@@ -21,7 +21,7 @@ from clusterbench.collective_facts import (
     Mode,
     OpName,
 )
-from clusterbench.metrics import Metric, MetricSet
+from clusterbench.declared.collectives import CollectivesMetrics
 from clusterbench.suites import check_suite
 
 if TYPE_CHECKING:
@@ -59,34 +59,6 @@ _MIN_TUNE_REPEATS = 4
 """With 3 repeats against the pooled 6 of the default, Mann-Whitney's smallest one-sided p is
 1 / C(9, 3) = 0.012: it could never reach 0.01.  With 4: 1 / C(12, 4) = 0.002."""
 _MAX_TUNE_REPEATS = 32  # the default's 2 x 32 repeats are all kept (Stats.values holds 64)
-
-
-class CollectivesMetrics(MetricSet, benchmark="collectives"):
-    """One result per group, op, size and mode (``num_wrong``: per group and op); the tuning
-    sweep's per op, size and NCCL setting."""
-
-    algbw = Metric("GB/s", "higher", "algorithm bandwidth S / t (nccl-tests algbw)")
-    busbw = Metric("GB/s", "higher", "bus bandwidth algbw x F, comparable with the link rate")
-    latency_us = Metric("us", "lower", "time of one op, the mean over the group's ranks")
-    latency_max_us = Metric("us", "lower", "time of one op on the group's slowest rank", tail=True)
-    latency_p99_us = Metric(
-        "us", "lower", "99th percentile of the per-op times (blocking mode)", tail=True
-    )
-    num_wrong = Metric(
-        "count", "none", "wrong output elements over the size sweep (nccl-tests #wrong; any fails)"
-    )
-    tune_latency_us = Metric(
-        "us",
-        "lower",
-        "time of one op under one NCCL setting: the median over repeats of the mean over ranks",
-        only_when="collectives.tune=true on NCCL with 2 or more GPUs",
-    )
-    tune_busbw = Metric(
-        "GB/s",
-        "higher",
-        "bus bandwidth under one NCCL setting, at the median time over repeats",
-        only_when="collectives.tune=true on NCCL with 2 or more GPUs",
-    )
 
 
 @dataclass(kw_only=True, slots=True)

@@ -13,7 +13,7 @@ from clusterbench.benchmarks.dataloader.kinds import (
     StepPrecision,
 )
 from clusterbench.benchmarks.sweep_stop import PlateauRule
-from clusterbench.metrics import Metric, MetricSet
+from clusterbench.declared.dataloader import DataloaderMetrics
 from clusterbench.model_shapes import DecoderModel, VisionModel
 from clusterbench.suites import check_suite
 
@@ -27,18 +27,6 @@ DatasetName = Literal["images", "tokens"]
 DATASETS: tuple[DatasetName, ...] = typing.get_args(DatasetName)
 ImageModel = Literal[VisionModel, SmallCnn]
 """The classifiers the images can feed: the torchvision presets and the CPU-sized one."""
-
-
-class DataloaderMetrics(MetricSet, benchmark="dataloader"):
-    loader_samples_per_s = Metric(
-        "samples/s", "higher", "samples the DataLoader delivers to the device, per loader setting"
-    )
-    step_samples_per_s = Metric(
-        "samples/s", "higher", "samples the training step consumes from a batch on the device"
-    )
-    gpu_busy = Metric(
-        "%", "none", "device busy while training from the loader: 100 x t_step / t_wall"
-    )
 
 
 # fmt: off

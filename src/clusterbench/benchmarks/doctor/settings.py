@@ -5,13 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from clusterbench.declared.doctor import NUMA_FINDING_ID
 from clusterbench.metrics import Metric, MetricSet
 
 __all__ = ["NUMA_FINDING_ID", "DoctorConfig", "DoctorMetrics"]
-
-
-NUMA_FINDING_ID = "doctor.numa.remote_copy"
-"""The finding of a copy to a GPU from a remote NUMA node that is slower than from its own."""
 
 
 class DoctorMetrics(MetricSet, benchmark="doctor"):

@@ -16,7 +16,11 @@ import typing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from clusterbench.metrics import Metric, MetricSet
+from clusterbench.declared.training import (
+    PARTITION_PREDICT_UP_TO,
+    TrainingMetrics,
+    default_world_sizes,
+)
 from clusterbench.model_shapes import DECODER_MODELS, Model
 from clusterbench.suites import check_suite
 
@@ -46,105 +50,6 @@ ScalingMode = Literal["weak", "strong"]
 STRATEGIES: tuple[Strategy, ...] = typing.get_args(Strategy)
 PRECISIONS: tuple[Precision, ...] = typing.get_args(Precision)
 SCALING_MODES: tuple[ScalingMode, ...] = typing.get_args(ScalingMode)
-
-
-def default_world_sizes(world_size: int) -> list[int]:
-    """1, 2, 4, ... up to ``world_size``, and ``world_size`` itself."""
-    sizes = [1 << i for i in range(world_size.bit_length())]
-    return sorted({*sizes, world_size})
-
-
-class TrainingMetrics(MetricSet, benchmark="training"):
-    """Every figure of the ``training`` benchmark (group rank 0 records them)."""
-
-    step_time_ms = Metric("ms", "lower", "median optimizer step time, all micro-steps")
-    tokens_per_s_per_gpu = Metric(
-        "tokens/s", "higher", "decoder throughput per GPU: global batch x T / step time / w"
-    )
-    tokens_per_s = Metric("tokens/s", "higher", "decoder throughput of the whole group")
-    samples_per_s_per_gpu = Metric(
-        "samples/s",
-        "higher",
-        "encoder or vision throughput per GPU: global batch / step / w",
-        only_when="an encoder or vision model (a decoder's throughput is in tokens)",
-    )
-    samples_per_s = Metric(
-        "samples/s",
-        "higher",
-        "encoder or vision throughput of the group",
-        only_when="an encoder or vision model (a decoder's throughput is in tokens)",
-    )
-    model_tflops = Metric("TFLOP/s", "higher", "model FLOPs per second per GPU (params: formula)")
-    mfu = Metric(
-        "%",
-        "none",
-        "model FLOPs utilisation against the GPU spec's dense peak",
-        only_when="a GPU whose spec gives a dense peak",
-    )
-    hfu = Metric(
-        "%",
-        "none",
-        "hardware FLOPs utilisation: MFU with the recomputed FLOPs added",
-        only_when="activation checkpointing on a GPU whose spec gives a dense peak",
-    )
-    mfu_vs_gemm = Metric(
-        "%",
-        "none",
-        "model FLOPs against a measured 8192^3 matmul's TFLOP/s",
-        only_when="a GPU whose spec gives a dense peak (the matmul is measured there)",
-    )
-    peak_memory_gb = Metric(
-        "GB",
-        "none",
-        "peak allocated device memory over the timed steps",
-        only_when="a CUDA device",
-    )
-    loss = Metric("nats", "none", "loss of the last timed step (finite: the steps trained)")
-    gradient_bytes = Metric(
-        "bytes",
-        "none",
-        "gradient bytes one data-parallel step synchronises: trainable numel x reduced size",
-        only_when="the scaling series of a data-parallel strategy (ddp, zero1, fsdp2, zero2)",
-    )
-    scaling_efficiency = Metric(
-        "%", "none", "weak (X(N) / (N X(1))) or strong (t(1) / (N t(N))) scaling efficiency"
-    )
-    fits = Metric(
-        "bool",
-        "none",
-        "a sweep combination or partition candidate ran (1) or did not (0, params: reason)",
-        only_when="training.sweep or training.partition",
-    )
-    partition_time_to_batch_ms = Metric(
-        "ms",
-        "lower",
-        "partition search: time to process the global batch (the optimizer step time)",
-        only_when="training.partition",
-    )
-    partition_tokens_per_s = Metric(
-        "tokens/s",
-        "higher",
-        "partition search: decoder throughput of the candidate's d ranks, global batch x T / time",
-        only_when="training.partition with a decoder model",
-    )
-    partition_samples_per_s = Metric(
-        "samples/s",
-        "higher",
-        "partition search: encoder or vision throughput of the candidate's d ranks",
-        only_when="training.partition with an encoder or vision model",
-    )
-    partition_peak_memory_gb = Metric(
-        "GB",
-        "none",
-        "partition search: peak allocated device memory of the candidate (its largest rank)",
-        only_when="training.partition on a CUDA device",
-    )
-    accum_step_time_ms = Metric("ms", "lower", "grad-accum sweep: step time with DDP's sync")
-    compute_only_step_time_ms = Metric(
-        "ms", "lower", "grad-accum sweep: the same step with every micro-step under no_sync"
-    )
-    sync_idle_ms = Metric("ms", "lower", "step time - compute-only step time (floored at 0)")
-    sync_idle_fraction = Metric("%", "none", "synchronisation idle as a share of the step time")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -259,7 +164,7 @@ class TrainingConfig(WorkloadSettings):
     partition_steps: int = 8
     """Timed steps per partition candidate (warm-up: a quarter of it, at least 2); the
     recommendation's test needs 5 or more to reach p < 0.01."""
-    partition_predict_up_to: int = 256
+    partition_predict_up_to: int = PARTITION_PREDICT_UP_TO
     """Analysis predicts the time to batch of data-parallel sizes beyond the run's (the largest
     world size times 2, 4, ... dividing the global batch) up to this many GPUs."""
 

@@ -7,7 +7,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from clusterbench.metrics import Metric, MetricSet
+from clusterbench.declared.transfer import TransferMetrics
 from clusterbench.suites import check_suite
 
 if TYPE_CHECKING:
@@ -27,14 +27,6 @@ MemoryKind = Literal["pinned", "pageable"]
 DIRECTIONS: tuple[Direction, ...] = typing.get_args(Direction)
 MEMORY_KINDS: tuple[MemoryKind, ...] = typing.get_args(MemoryKind)
 _GIB, _MIB = 2**30, 2**20
-
-
-class TransferMetrics(MetricSet, benchmark="transfer"):
-    bandwidth = Metric("GB/s", "higher", "median host<->device copy bandwidth of one case")
-    # gen and width are judged against the link's maximum, never against peers
-    pcie_link_gen = Metric("gen", "none", "PCIe generation read under a pinned h2d load")
-    pcie_link_width = Metric("lanes", "none", "PCIe lanes read under a pinned h2d load")
-    p2p_bandwidth = Metric("GB/s", "higher", "median GPU->GPU copy bandwidth of one ordered pair")
 
 
 @dataclass(kw_only=True, slots=True)

@@ -13,7 +13,7 @@ from clusterbench.benchmarks.weight_update.optimizers import (
     Layout,
     OptimizerName,
 )
-from clusterbench.metrics import Metric, MetricSet
+from clusterbench.declared.weight_update import WeightUpdateMetrics
 from clusterbench.model_shapes import PRESETS, Model
 from clusterbench.suites import check_suite
 
@@ -21,19 +21,6 @@ if TYPE_CHECKING:
     from typing import Self
 
 __all__ = ["WeightUpdateConfig", "WeightUpdateMetrics"]
-
-
-class WeightUpdateMetrics(MetricSet, benchmark="weight_update"):
-    """Per rank, per optimizer and layout (params: model, optimizer, layout, num_params,
-    bytes_per_param)."""
-
-    bandwidth = Metric(
-        "GB/s", "higher", "bytes the update must move (bytes_per_param) / median update time"
-    )
-    step_time_ms = Metric("ms", "lower", "median time of one weight update of the whole model")
-    update_rel_error = Metric(
-        "ratio", "none", "one parameter's update against a float64 reference (params: tolerance)"
-    )
 
 
 @dataclass(kw_only=True, slots=True)
