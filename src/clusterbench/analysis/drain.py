@@ -2,9 +2,9 @@
 commands that take it out of service under the launcher the run used.
 
 It is built on the slow node pairs' verdicts (collectives busbw per op,
-:func:`~clusterbench.benchmarks.collectives.findings.node_pair_busbw`; TCP throughput per tool
+:func:`~clusterbench.judging.pair_series.node_pair_busbw`; TCP throughput per tool
 and RDMA write bandwidth,
-:func:`~clusterbench.benchmarks.network.findings.directed_pairs`), with the same thresholds,
+:func:`~clusterbench.judging.pair_series.directed_pairs`), with the same thresholds,
 so it never names what the findings do not:
 
 - a **node** is bad where a series names it the common node of the slow pairs and it is slow
@@ -27,10 +27,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from clusterbench.benchmarks.collectives.findings import node_pair_busbw
-from clusterbench.benchmarks.network import NetworkMetrics
-from clusterbench.benchmarks.network.findings import directed_pairs
+from clusterbench.declared.network import NetworkMetrics
 from clusterbench.judging.node_pairs import SlowPairs, format_pair_value
+from clusterbench.judging.pair_series import directed_pairs, node_pair_busbw
 from clusterbench.schema import Finding, Results
 from clusterbench.thresholds import Thresholds
 

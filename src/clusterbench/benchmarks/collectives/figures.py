@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from clusterbench.benchmarks.collectives import CollectivesMetrics
-from clusterbench.benchmarks.collectives.findings import node_pair_busbw
 from clusterbench.benchmarks.collectives.tune_analysis import TuneRow, tune_rows
 from clusterbench.benchmarks.pair_figures import node_pair_plot
+from clusterbench.judging.pair_series import node_pair_busbw
 from clusterbench.schema import Measurement
 from clusterbench.views.cells import Grid, format_bytes, format_value
 from clusterbench.views.figures import (

@@ -9,26 +9,22 @@ Only back-to-back timings at the largest size measured are judged (the busbw pla
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from clusterbench.benchmarks.collectives import CollectivesMetrics
 from clusterbench.benchmarks.collectives.thresholds import CollectivesThresholds
 from clusterbench.benchmarks.collectives.tune_findings import tune_findings
-from clusterbench.judging.node_pairs import SlowPairs, slow_node_pairs, slow_pair_finding
-from clusterbench.judging.peers import SPREAD_SIGMAS, pooled_cv, repeat_cv
+from clusterbench.judging.node_pairs import slow_pair_finding
+from clusterbench.judging.pair_series import busbw_at_largest_size, node_pair_busbw, size_bytes
+from clusterbench.judging.peers import SPREAD_SIGMAS
 from clusterbench.schema import Finding, HostInfo, Measurement, Results
 from clusterbench.thresholds import Thresholds
 from clusterbench.units import format_bytes
 
 __all__ = [
-    "NodePairBusbw",
     "findings",
     "inter_node_peak_gbps",
     "low_busbw_findings",
-    "node_pair_busbw",
     "node_pair_findings",
     "wrong_result_findings",
 ]
@@ -88,29 +84,6 @@ def wrong_result_findings(results: Results) -> list[Finding]:
 
 
 # --- busbw against the link ------------------------------------------------------------------
-
-
-def _largest(ms: list[Measurement]) -> dict[tuple[Any, ...], Measurement]:
-    """Per (op, group, dtype), the back-to-back busbw at the largest size measured (the best
-    where the group measured it twice: a node pair the sparse plan measured again).  A group
-    of one rank moves nothing over a link (busbw 0, or a copy within the GPU): not judged."""
-    out: dict[tuple[Any, ...], Measurement] = {}
-    for m in ms:
-        if m.params.get("mode") != "back_to_back":
-            continue
-        ranks = m.params.get("group_size")
-        if isinstance(ranks, int) and ranks < 2:
-            continue
-        key = (m.params.get("op"), m.params.get("group"), m.params.get("dtype"))
-        held = out.get(key)
-        if held is None or (_size(m), m.value) > (_size(held), held.value):
-            out[key] = m
-    return out
-
-
-def _size(m: Measurement) -> int:
-    size = m.params.get("size_bytes")
-    return size if isinstance(size, int) else 0
 
 
 def inter_node_peak_gbps(host: HostInfo) -> float | None:
@@ -179,16 +152,20 @@ def low_busbw_findings(results: Results, *, min_efficiency: float) -> list[Findi
     if results.run.backend != "nccl":
         return []
     out = []
-    for m in _largest(CollectivesMetrics.busbw.select(results)).values():
+    for m in busbw_at_largest_size(CollectivesMetrics.busbw.select(results)).values():
         peak = _link_peak(m, results)
-        if peak is None or _size(m) < MIN_JUDGED_BYTES or m.value >= min_efficiency * peak.gbps:
+        if (
+            peak is None
+            or size_bytes(m) < MIN_JUDGED_BYTES
+            or m.value >= min_efficiency * peak.gbps
+        ):
             continue
         out.append(_low_busbw_finding(m, link=peak, min_efficiency=min_efficiency))
     return out
 
 
 def _low_busbw_finding(m: Measurement, *, link: _LinkPeak, min_efficiency: float) -> Finding:
-    op, group, size = m.params.get("op"), m.params.get("group"), _size(m)
+    op, group, size = m.params.get("op"), m.params.get("group"), size_bytes(m)
     peak, what = link.gbps, link.what
     fix = (
         "Check NVLink health (`nvidia-smi nvlink --status`, `nvidia-smi topo -m`), that NCCL uses "
@@ -230,59 +207,6 @@ _PAIR_FIX = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class NodePairBusbw:
-    """One op's busbw between node pairs: what :func:`node_pair_findings` judges."""
-
-    op: str
-    dtype: str
-    pairs: dict[tuple[str, str], Measurement]
-    """(node, node) -> its back-to-back busbw at the largest size that pair measured."""
-    spread: dict[tuple[str, str], float | None]
-    """Each pair's repeat CV (its blocking or graph timing's where back-to-back has none)."""
-    slow: SlowPairs | None
-    """The slow pairs and their common node (:func:`slow_node_pairs`); None when none is."""
-
-
-def node_pair_busbw(
-    measurements: Iterable[Measurement],
-    *,
-    mads: float,
-    min_rel: float,
-    sigmas: float = SPREAD_SIGMAS,
-) -> list[NodePairBusbw]:
-    """Per op and dtype, the node pairs' busbw at the largest size and the slow node among them
-    (scored by :func:`~clusterbench.judging.node_pairs.slow_node_pairs`).
-
-    A pair's spread is the CV of its repeats at that op and size: back-to-back timing is one
-    sample, so the blocking (or graph) timing of the same pair, op and size stands in for it."""
-    pairs = [
-        m
-        for m in CollectivesMetrics.busbw.select(measurements)
-        if m.params.get("group_kind") == "node_pairs" and m.params.get("hosts")
-    ]
-    siblings: dict[tuple[Any, ...], list[float | None]] = defaultdict(list)
-    for m in pairs:
-        siblings[_pair_key(m)].append(repeat_cv(m))
-    by_op: dict[tuple[str, str], dict[tuple[str, str], Measurement]] = defaultdict(dict)
-    spread: dict[tuple[str, str], dict[tuple[str, str], float | None]] = defaultdict(dict)
-    for m in _largest(pairs).values():
-        hosts = str(m.params.get("hosts")).split(",")
-        if len(hosts) == 2:
-            key, pair = (str(m.params.get("op")), str(m.params.get("dtype"))), (hosts[0], hosts[1])
-            by_op[key][pair] = m
-            own = repeat_cv(m)
-            spread[key][pair] = own if own is not None else pooled_cv(siblings[_pair_key(m)])
-    out = []
-    for (op, dtype), op_pairs in by_op.items():
-        found = slow_node_pairs(
-            {p: m.value for p, m in op_pairs.items()},
-            mads=mads, min_rel=min_rel, spread=spread[(op, dtype)], sigmas=sigmas,
-        )  # fmt: skip
-        out.append(NodePairBusbw(op, dtype, op_pairs, spread[(op, dtype)], found))
-    return out
-
-
 def node_pair_findings(
     results: Results, *, mads: float, min_rel: float, sigmas: float = SPREAD_SIGMAS
 ) -> list[Finding]:
@@ -303,8 +227,3 @@ def node_pair_findings(
         )
         if series.slow is not None
     ]
-
-
-def _pair_key(m: Measurement) -> tuple[Any, ...]:
-    """What a node pair's timings in different modes share: op, dtype, nodes and size."""
-    return (m.params.get("op"), m.params.get("dtype"), m.params.get("hosts"), _size(m))

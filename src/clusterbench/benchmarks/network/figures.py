@@ -5,8 +5,8 @@ trip the same way (lower is better; analysis judges no slow node on it)."""
 from __future__ import annotations
 
 from clusterbench.benchmarks.network import NetworkMetrics
-from clusterbench.benchmarks.network.findings import directed_pairs
 from clusterbench.benchmarks.pair_figures import node_pair_plot
+from clusterbench.judging.pair_series import directed_pairs
 from clusterbench.schema import Measurement
 from clusterbench.views.plots import Plot, PlotContext
 

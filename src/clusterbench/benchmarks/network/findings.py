@@ -8,8 +8,6 @@ Pure functions: a :class:`~clusterbench.schema.Results` in, a list of findings o
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from clusterbench.benchmarks.network import NetworkMetrics
@@ -17,16 +15,14 @@ from clusterbench.benchmarks.network.bandwidth_ratio import bandwidth_ratio_find
 from clusterbench.benchmarks.network.thresholds import NetworkThresholds
 from clusterbench.hardware.sysfs import RDMA_KINDS
 from clusterbench.judging.measurements import best_by, ref_value, scope_label
-from clusterbench.judging.node_pairs import SlowPairs, slow_node_pairs, slow_pair_finding
-from clusterbench.judging.peers import SPREAD_SIGMAS, repeat_cv
-from clusterbench.metrics import Metric
+from clusterbench.judging.node_pairs import slow_pair_finding
+from clusterbench.judging.pair_series import directed_pairs
+from clusterbench.judging.peers import SPREAD_SIGMAS
 from clusterbench.schema import Finding, Measurement, Results
 from clusterbench.thresholds import Thresholds
 
 __all__ = [
     "LARGE_MODEL_PARAMS_B",
-    "DirectedPairs",
-    "directed_pairs",
     "findings",
     "internode_capacity_findings",
     "nic_state_findings",
@@ -206,45 +202,6 @@ def rdma_bandwidth_findings(results: Results, *, min_efficiency: float) -> list[
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class DirectedPairs:
-    """One metric's figures between nodes, measured by one tool: what
-    :func:`slow_node_pair_findings` judges."""
-
-    metric: Metric
-    tool: str
-    """iperf3 or socket for TCP ('' where none is recorded)."""
-    pairs: dict[tuple[str, str], Measurement]
-    """(src_host, dst_host) -> the pair's best measurement, sorted by pair."""
-    slow: SlowPairs | None
-    """The slow pairs and their common node (:func:`slow_node_pairs`); None when none is."""
-
-
-def directed_pairs(
-    measurements: Iterable[Measurement],
-    *,
-    mads: float,
-    min_rel: float,
-    sigmas: float = SPREAD_SIGMAS,
-) -> list[DirectedPairs]:
-    """TCP throughput and RDMA write bandwidth between nodes, per tool, with the slow node among
-    the directed pairs.  Loopback tests are left out, and TCP pairs are compared only with
-    pairs measured by the same tool (iperf3 and the socket test differ).  A pair's spread is
-    the CV of its test's intervals (iperf3 reports one a second: a 1-second test has none, and
-    is judged by ``mads`` and ``min_rel`` alone)."""
-    measurements = list(measurements)
-    out = []
-    for metric in (NetworkMetrics.tcp_throughput, NetworkMetrics.rdma_write_bw):
-        for tool, pairs in _directed_pairs(measurements, metric=metric).items():
-            found = slow_node_pairs(
-                {p: m.value for p, m in pairs.items()},
-                mads=mads, min_rel=min_rel, spread={p: repeat_cv(m) for p, m in pairs.items()},
-                sigmas=sigmas,
-            )  # fmt: skip
-            out.append(DirectedPairs(metric, tool, pairs, found))
-    return out
-
-
 def slow_node_pair_findings(
     results: Results, *, mads: float, min_rel: float, sigmas: float = SPREAD_SIGMAS
 ) -> list[Finding]:
@@ -271,21 +228,6 @@ def slow_node_pair_findings(
             )
         )
     return out
-
-
-def _directed_pairs(
-    measurements: Iterable[Measurement], *, metric: Metric
-) -> dict[str, dict[tuple[str, str], Measurement]]:
-    """Per tool, the best measurement of each (src_host, dst_host) pair between two nodes."""
-    by_tool: dict[str, dict[tuple[str, str], Measurement]] = defaultdict(dict)
-    for m in metric.select(measurements):
-        src, dst = str(m.params.get("src_host")), str(m.params.get("dst_host"))
-        if m.params.get("loopback") or src == dst:
-            continue
-        held = by_tool[str(m.params.get("tool") or "")]
-        if (src, dst) not in held or m.value > held[(src, dst)].value:
-            held[(src, dst)] = m
-    return {tool: dict(sorted(pairs.items())) for tool, pairs in by_tool.items()}
 
 
 def _capacity_per_host(results: Results) -> dict[str, tuple[float, str]]:

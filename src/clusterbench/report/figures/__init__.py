@@ -14,9 +14,9 @@ by the rules of :mod:`._common`:
 - every axis title, colour bar and hover carries its unit;
 - one colour per dtype, collective, attribution class and copy direction in every figure;
   heatmaps are one trace each, with no per-cell annotation but the marked node;
-- the slow node and the straggler are what analysis decides (``analysis.collectives.
-  node_pair_busbw``, ``analysis.network.directed_pairs``, ``analysis.attribution.
-  find_straggler``) at the default thresholds.
+- the slow node and the straggler are what the verdicts decide (``judging.pair_series``'s
+  ``node_pair_busbw`` and ``directed_pairs``, the attribution findings' ``find_straggler``) at
+  the default thresholds.
 
 Benchmarks with nothing to plot (doctor, selftest) have no figures.
 """
