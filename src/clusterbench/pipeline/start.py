@@ -1,7 +1,8 @@
 """``run()``: check the input, plan, then start the run or join it.
 
-Started by hand, the run launches local workers (elastic launch) and finishes from their
-partial files when they end, however they end.  Under torchrun/srun/mpirun every process is a
+Started by hand, the run launches local workers (:func:`~clusterbench.runtime.launch.launch_local`)
+and finishes from their partial files when they end, however they end; this process imports no
+torch then (the workers' fork server does).  Under torchrun/srun/mpirun every process is a
 rank; rank 0 gathers each benchmark's records as the run goes and finishes the run at its end
 (:mod:`.finish`, once, in either case).
 """
@@ -9,6 +10,7 @@ rank; rank 0 gathers each benchmark's records as the run goes and finishes the r
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -52,9 +54,11 @@ from clusterbench.pipeline.spec import (
     run_id_for,
 )
 from clusterbench.runtime.launch import (
+    Interrupted,
     WorkerFailure,
     detect_launcher,
     export_dist_env,
+    in_fork_server,
     launch_local,
     start_fork_server,
 )
@@ -75,6 +79,8 @@ __all__ = [
     "run",
     "run_plan",
     "timing_tables",
+    "visible_gpus",
+    "visible_gpus_torch_unimported",
 ]
 
 OVERSUBSCRIBE_FACTOR = 4
@@ -154,13 +160,15 @@ def run(
     """
     options = _options(options, keywords)
     entered, started_s = time.monotonic(), process_age_s()
-    if detect_launcher() is None:
+    count_gpus: Callable[[], int] = visible_gpus
+    if detect_launcher() is None:  # own workers: torch is theirs, imported by their fork server
         _check_before_torch(
             options.device, nproc=options.nproc, oversubscribe=options.oversubscribe
         )
-        if not options.plan_only:  # the workers' fork server imports torch beside this process
+        if not options.plan_only:
             start_fork_server()
-    device_type = resolve_device(options.device)  # imports torch
+        count_gpus = functools.cache(visible_gpus_torch_unimported)
+    device_type = resolve_device(options.device, count_gpus=count_gpus)
     phases = {"imports": time.monotonic() - entered}
     entered = time.monotonic()
     config = build_run_config(
@@ -217,7 +225,8 @@ def run(
             return RunOutcome(results=None, run_dir=Path(options.out or "."), exit_code=0)
         spec.phases = {**phases, **_phases_so_far(started_s, entered)}
         return _join(spec, rank=launcher_env.rank)
-    num_workers = _num_workers(options.nproc, device_type, oversubscribe=options.oversubscribe)
+    num_workers = _num_workers(options.nproc, device_type, oversubscribe=options.oversubscribe,
+                               count_gpus=count_gpus)  # fmt: skip
     run_dir = None if options.plan_only else prepare_run_dir(options.out, workers=num_workers)
     if run_dir is not None:
         spec.run_dir, spec.run_id = str(run_dir), run_id_for(run_dir, spec.started)
@@ -246,7 +255,7 @@ def _plan_fitted_to_budget(
     expected seconds, the fit to the budget; the fitted settings replace the config's."""
     config = spec.config
     plan = run_plan(config, device_type=spec.device_type, world_size=world_size)
-    queries = [q for b in registry.all_benchmarks() if b.budget for q in b.budget.facts]
+    queries = [q for b in registry.all_benchmarks() if b.durations for q in b.durations.facts]
     past = NodeHistory()
     if history is not False:
         past = read_history(history if isinstance(history, Path) else None, suite=plan.suite,
@@ -386,13 +395,13 @@ def _check_before_torch(device: str, *, nproc: int | None, oversubscribe: bool) 
         _num_workers(nproc, "cpu", oversubscribe=oversubscribe)
 
 
-def resolve_device(device: str) -> str:
+def resolve_device(device: str, *, count_gpus: Callable[[], int] | None = None) -> str:
+    """``device`` (auto, cuda, cpu) as the run will use it; ``count_gpus`` counts the GPUs
+    (default :func:`visible_gpus`, which imports torch) unless ``device`` is cpu."""
     _check_device_name(device)
-    import torch  # here, not at the top: the commands that do not run import no torch
-
     if device == "cpu":
         return device
-    has_cuda = _visible_gpus(torch) > 0
+    has_cuda = (count_gpus or visible_gpus)() > 0
     if device == "cuda" and not has_cuda:
         raise ConfigError("--device cuda: no CUDA GPU is visible on this machine")
     if device == "auto":
@@ -400,33 +409,56 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def _visible_gpus(torch: Any) -> int:
+def visible_gpus() -> int:
     """The GPUs this process's workers will see, counted by NVML: this process initialises no
     CUDA (``torch.cuda.is_available()`` runs cuInit, seconds on a fresh machine, and each
-    worker runs its own).  torch's count where NVML cannot tell (no NVML, MIG, ROCm)."""
-    from clusterbench.hardware.probe import nvml_session
-    from clusterbench.hardware.visible import visible_cuda_gpus
+    worker runs its own).  torch's count where NVML cannot tell (no NVML, MIG, ROCm).  Imports
+    torch; :func:`visible_gpus_torch_unimported` does not."""
+    import torch  # here, not at the top: the commands that do not run import no torch
 
     count = None
     if torch.version.cuda is not None:  # a CPU-only or ROCm build: only torch can say
-        with nvml_session() as nvml:
-            if nvml is not None:
-                count = visible_cuda_gpus(nvml, cuda_version=torch.version.cuda)
+        count = _nvml_count(cuda_version=torch.version.cuda)
     if count is None:
         return torch.cuda.device_count() if torch.cuda.is_available() else 0
     return count
 
 
-def _num_workers(nproc: int | None, device_type: str, *, oversubscribe: bool = False) -> int:
+def visible_gpus_torch_unimported() -> int:
+    """:func:`visible_gpus` without importing torch here (a run with its own workers leaves
+    torch to their fork server): torch's build as its files state it (one for neither CUDA
+    nor HIP sees no GPU; a CUDA build, NVML's count), else asked of the fork server."""
+    from clusterbench.hardware.probe import _torch_versions_unimported
+
+    stated = _torch_versions_unimported()
+    if "torch" in stated and "cuda" not in stated and "hip" not in stated:
+        return 0
+    count = _nvml_count(cuda_version=stated["cuda"]) if "cuda" in stated else None
+    return in_fork_server(visible_gpus) if count is None else count
+
+
+def _nvml_count(*, cuda_version: str) -> int | None:
+    from clusterbench.hardware.probe import nvml_session
+    from clusterbench.hardware.visible import visible_cuda_gpus
+
+    with nvml_session() as nvml:
+        return None if nvml is None else visible_cuda_gpus(nvml, cuda_version=cuda_version)
+
+
+def _num_workers(
+    nproc: int | None,
+    device_type: str,
+    *,
+    oversubscribe: bool = False,
+    count_gpus: Callable[[], int] | None = None,
+) -> int:
     if nproc is not None and nproc < 1:
         raise ConfigError(f"--nproc must be at least 1, got {nproc}")
     if device_type == "cpu":
         if nproc is not None:
             _check_cpu_workers(nproc, oversubscribe=oversubscribe)
         return nproc or 2
-    import torch
-
-    count = _visible_gpus(torch)
+    count = (count_gpus or visible_gpus)()
     if nproc is not None and nproc > count:
         raise ConfigError(f"--nproc {nproc}: only {count} GPU(s) visible on this machine")
     return nproc or count
@@ -466,20 +498,18 @@ def _phases_so_far(started_s: float | None, entered: float) -> dict[str, float]:
     return plan if started_s is None else {"start": started_s, **plan}
 
 
+_WORKER_MAIN = "clusterbench.pipeline.rank:worker_main"
+"""The workers' entry point, by name: this process does not import it (nor torch with it)."""
+
+
 def _launch(spec: RunSpec, *, num_workers: int) -> RunOutcome:
-    from torch.distributed.elastic.multiprocessing.api import SignalException
-
-    from clusterbench.pipeline.rank import worker_main
-
     run_dir = Path(spec.run_dir)
     failures: list[WorkerFailure] = []
     interrupted = False
     spec.launched_at = time.time()
     try:
-        failures = launch_local(
-            worker_main, spec, nproc=num_workers, run_id=spec.run_id, log_dir=run_dir / "logs"
-        )
-    except (KeyboardInterrupt, SignalException):  # Ctrl-C, SIGTERM: keep what the ranks wrote
+        failures = launch_local(_WORKER_MAIN, spec, nproc=num_workers, log_dir=run_dir / "logs")
+    except Interrupted:  # Ctrl-C, SIGTERM: keep what the ranks wrote
         interrupted = True
     except OSError as exc:  # the workers' log folders could not be made: nothing ran
         reason = describe_write_error(exc, run_dir / "logs")

@@ -1,8 +1,9 @@
 """Start workers, or join as one.
 
-Outside a launcher, ``clusterbench run`` starts one worker per GPU (or 2 CPU workers) through
-torch's elastic launch API, the engine behind ``torchrun``.  Under ``torchrun``, ``srun`` or
-``mpirun`` each process joins the run as a worker, its rank read from the launcher's variables.
+Outside a launcher, ``clusterbench run`` starts one worker per GPU (or 2 CPU workers) itself:
+processes of a multiprocessing fork server (:func:`launch_local`), on the standard library, so
+that the starting process never imports torch.  Under ``torchrun``, ``srun`` or ``mpirun`` each
+process joins the run as a worker, its rank read from the launcher's variables.
 
 A launcher ends its workers with SIGTERM (torchrun, when one of a node's workers dies, stops
 the others); :func:`on_sigterm` lets a joined worker say what happened before it goes.
@@ -11,26 +12,33 @@ the others); :func:`on_sigterm` lets a joined worker say what happened before it
 from __future__ import annotations
 
 import contextlib
-import logging
+import importlib
+import multiprocessing
+import multiprocessing.connection
+import multiprocessing.process
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 __all__ = [
+    "Interrupted",
     "LauncherEnv",
     "WorkerFailure",
     "detect_launcher",
     "export_dist_env",
+    "in_fork_server",
     "launch_local",
     "on_sigterm",
     "start_fork_server",
 ]
 
+T = TypeVar("T")
 LauncherKind = Literal["torchrun", "slurm", "mpi"]
 DEFAULT_MASTER_PORT = 29500
 
@@ -128,82 +136,166 @@ def export_dist_env(launcher: LauncherEnv) -> None:
 
 
 def launch_local(
-    entrypoint: Callable[..., Any],
+    entrypoint: Callable[..., Any] | str,
     *args: Any,
     nproc: int,
-    run_id: str,
     log_dir: Path,
 ) -> list[WorkerFailure]:
-    """Run ``entrypoint(*args)`` in ``nproc`` local workers; return the failures (empty: fine).
+    """Run ``entrypoint(*args)`` in ``nproc`` local workers; return the failure (empty: fine).
 
-    Rank 0 keeps the terminal (for its progress bars); the other ranks' output goes to files
-    under ``log_dir``.  A worker that fails ends the others: no restarts.
+    ``entrypoint``: a function, or ``"module:name"`` of one, so that this process need not
+    import a module that imports torch (``clusterbench run`` never does: the workers' fork
+    server imports it once, beside this process's own start, which then saves its own import
+    and its exit; see docs/architecture.md).
 
-    Workers are forked from a fork server that imported ``entrypoint``'s module (and torch with
-    it) once, instead of each spawned worker importing them again: on a 2-core machine three
-    concurrent ``--only memory`` CPU runs took 13.4-13.5 s against 16.2-18.7 s spawned.  A fork
-    server is started once per process and never initialises CUDA; each worker still sees this
-    process's environment and working directory as they are now (:func:`_as_launched`).
+    Each worker is a process of the fork server of :func:`start_fork_server`, given this
+    process's environment and working directory as they are now plus torch.distributed's
+    env:// variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR,
+    MASTER_PORT: rank 0 hosts the world's store there).  Rank 0 keeps the terminal (for its
+    progress bars); rank r's stdout and stderr go to ``log_dir/rank-NNNNN.stdout.log`` and
+    ``.stderr.log`` (made here: a disk with no room for them is this function's OSError,
+    before any worker starts).
 
-    CPU workers are not forked from this process itself, though that spares the fork server's
-    import of torch (1.5 CPU-s a run): by then torch's elastic agent runs threads (its
-    store's), and a clean CI pass hung in the rendezvous of three CPU workers forked so (not
-    seen again in 12 runs: a lock held across a fork hangs at random).
+    When a worker ends with an exit code other than 0, the others get SIGTERM (SIGKILL
+    :data:`STOP_GRACE_S` later): no restarts, and the one failure returned is the first seen.
+    SIGINT or SIGTERM to this process stops the workers with the same signal (SIGINT after
+    :data:`SIGINT_GRACE_S`, since a terminal's Ctrl-C reaches them already) and raises
+    :class:`Interrupted`.  Call from the main thread.
     """
-    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
-
-    logs = DefaultLogsSpecs(
-        log_dir=str(log_dir), redirects={r: Std.ALL for r in range(1, nproc)}, tee=Std.NONE
-    )
-    config = LaunchConfig(
-        min_nodes=1,
-        max_nodes=1,
-        nproc_per_node=nproc,
-        run_id=run_id,
-        rdzv_backend="c10d",
-        rdzv_endpoint="localhost:0",
-        rdzv_configs={"timeout": 120},
-        max_restarts=0,
-        monitor_interval=0.1,
-        start_method="forkserver",
-        logs_specs=logs,
-    )
-    start_fork_server(entrypoint.__module__)
+    module = entrypoint.partition(":")[0] if isinstance(entrypoint, str) else entrypoint.__module__
+    start_fork_server(module)
+    streams = _open_logs(log_dir, nproc=nproc)
+    ctx = multiprocessing.get_context("forkserver")
+    environ, cwd, port = dict(os.environ), os.getcwd(), _free_port()
+    workers: list[multiprocessing.process.BaseProcess] = []
     try:
-        with _torch_launcher_logs_held():
-            elastic_launch(config, _as_launched)(dict(os.environ), os.getcwd(), entrypoint, *args)
-    except ChildFailedError as exc:
-        return [
-            WorkerFailure(rank=rank, exitcode=f.exitcode, message=_failure_message(f))
-            for rank, f in sorted(exc.failures.items())
-        ]
-    return []
+        with _signals_raise_interrupted():
+            for rank in range(nproc):
+                env = {**environ, **_rank_env(rank, nproc=nproc, port=port)}
+                worker = ctx.Process(
+                    target=_run_worker, name=f"clusterbench-rank-{rank}",
+                    args=(env, cwd, streams.get(rank), _error_path(log_dir, rank), entrypoint,
+                          args),
+                )  # fmt: skip
+                worker.start()
+                workers.append(worker)
+            failure = _first_failure(workers, log_dir=log_dir)
+    except BaseException as exc:
+        _stop(workers, exc.signum if isinstance(exc, Interrupted) else signal.SIGTERM)
+        raise
+    _stop(workers, signal.SIGTERM)
+    return [] if failure is None else [failure]
 
 
-_TORCH_LAUNCHER_LOGGERS = ("torch.distributed.elastic", "torch.distributed.launcher")
+STOP_GRACE_S = 30.0
+"""How long a stopped worker has to end before SIGKILL (torch's elastic agent waits as long)."""
+SIGINT_GRACE_S = 2.0
+"""On Ctrl-C, how long the workers have to end by themselves before this process passes the
+SIGINT on: a terminal's Ctrl-C reaches every process of the group, and a second SIGINT could
+interrupt a worker while it writes how it ended."""
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM reached the process that launched the workers; they are stopped."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 @contextlib.contextmanager
-def _torch_launcher_logs_held() -> Iterator[None]:
-    """Keep torch's elastic agent and launcher from logging to the terminal what the run says
-    itself, one line each: a worker's failure, or on Ctrl-C ``Received 2 death signal,
-    shutting down workers``.  Each of their loggers sets its own level (``LOGLEVEL``, else
-    WARNING), so a level on the parent logger does not reach them; their records are stopped
-    at the parents instead, which send them nowhere (a NullHandler) and not further up."""
-    held = [logging.getLogger(name) for name in _TORCH_LAUNCHER_LOGGERS]
-    propagate = [logger.propagate for logger in held]
-    nowhere = logging.NullHandler()
-    for logger in held:
-        logger.addHandler(nowhere)
-        logger.propagate = False
+def _signals_raise_interrupted() -> Iterator[None]:
+    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread while this holds."""
+
+    def interrupted(signum: int, frame: Any) -> None:
+        raise Interrupted(signum)
+
+    held = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        for logger, was in zip(held, propagate, strict=True):
-            logger.removeHandler(nowhere)
-            logger.propagate = was
+        for sig, handler in held.items():
+            signal.signal(sig, handler)
+
+
+def _rank_env(rank: int, *, nproc: int, port: int) -> dict[str, str]:
+    """torch.distributed's env:// variables of a local worker (one node: group rank 0)."""
+    return {
+        "RANK": str(rank),
+        "LOCAL_RANK": str(rank),
+        "GROUP_RANK": "0",
+        "WORLD_SIZE": str(nproc),
+        "LOCAL_WORLD_SIZE": str(nproc),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        # torch's elastic agent sets this for its workers where it is not set (TearDown)
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
+    }
+
+
+def _free_port() -> int:
+    """A TCP port free on this host now, for rank 0's store.  Another process could take it
+    before rank 0 binds it (torch's launchers choose their MASTER_PORT the same way); rank 0
+    then fails and the run says so."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _open_logs(log_dir: Path, *, nproc: int) -> dict[int, tuple[str, str]]:
+    """rank -> its stdout and stderr files, for ranks 1 and up, made now (empty)."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    streams = {}
+    for rank in range(1, nproc):
+        paths = tuple(str(log_dir / f"rank-{rank:05d}.{name}.log") for name in ("stdout", "stderr"))
+        for path in paths:
+            Path(path).touch()
+        streams[rank] = (paths[0], paths[1])
+    return streams
+
+
+def _error_path(log_dir: Path, rank: int) -> str:
+    return str(log_dir / f"rank-{rank:05d}.error.txt")
+
+
+def _first_failure(
+    workers: list[multiprocessing.process.BaseProcess], *, log_dir: Path
+) -> WorkerFailure | None:
+    """Wait until every worker has ended with exit code 0 (None), or one has not: the first
+    seen (the lowest rank of those that end at once)."""
+    running = {worker.sentinel: rank for rank, worker in enumerate(workers)}
+    while running:
+        ready = multiprocessing.connection.wait(list(running))
+        for rank in sorted(running.pop(sentinel) for sentinel in ready):  # type: ignore[arg-type]
+            workers[rank].join()
+            exitcode = workers[rank].exitcode
+            if exitcode != 0:
+                assert exitcode is not None
+                message = _error_message(_error_path(log_dir, rank))
+                return WorkerFailure(rank=rank, exitcode=exitcode, message=message)
+    return None
+
+
+def _stop(workers: list[multiprocessing.process.BaseProcess], signum: int) -> None:
+    """End the workers still running with ``signum``; SIGKILL those left after STOP_GRACE_S."""
+    alive = [worker for worker in workers if worker.is_alive()]
+    if alive and signum == signal.SIGINT:
+        _join_all(alive, timeout_s=SIGINT_GRACE_S)
+        alive = [worker for worker in alive if worker.is_alive()]
+    for worker in alive:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker.pid, signum)  # type: ignore[arg-type]
+    _join_all(alive, timeout_s=STOP_GRACE_S)
+    for worker in alive:
+        if worker.is_alive():
+            worker.kill()
+            worker.join()
+
+
+def _join_all(workers: list[multiprocessing.process.BaseProcess], *, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
 
 
 def start_fork_server(worker_module: str = "clusterbench.pipeline.rank") -> None:
@@ -217,34 +309,66 @@ def start_fork_server(worker_module: str = "clusterbench.pipeline.rank") -> None
     multiprocessing.forkserver.ensure_running()
 
 
-_ENV_AT_START = dict(os.environ)
-"""This process's environment when it imported this module: in a fork server, the one its
-workers inherit before the launcher adds their own variables (RANK, MASTER_ADDR, ...)."""
+def in_fork_server(function: Callable[[], T]) -> T:
+    """``function()`` run in a process of the workers' fork server, with this process's
+    environment and working directory: a question only torch can answer, asked without this
+    process importing torch (the server did)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+        return pool.submit(_as_launched, dict(os.environ), os.getcwd(), function).result()
 
 
-def _as_launched(
-    environ: dict[str, str], cwd: str, entrypoint: Callable[..., Any], *args: Any
-) -> Any:
-    """In a worker: take the launching process's environment and directory as they were at the
-    launch (the fork server's are those of its own start), keep the variables the launcher set
-    for this worker, then run ``entrypoint(*args)``."""
-    own = {k: v for k, v in os.environ.items() if _ENV_AT_START.get(k) != v}
+def _as_launched(environ: dict[str, str], cwd: str, function: Callable[[], T]) -> T:
+    """In a process of the fork server (whose environment and directory are those of its own
+    start): take the launching process's as they are at the launch, then run ``function``."""
     os.environ.clear()
     os.environ.update(environ)
-    os.environ.update(own)
     os.chdir(cwd)
-    return entrypoint(*args)
+    return function()
 
 
-def _failure_message(failure: Any) -> str:
-    message = getattr(failure, "message", "") or ""
-    if isinstance(message, dict):
-        message = str(message.get("message", "")) or ""
-    text = str(message).strip()
-    # torch's placeholder when the worker left no error file: not information
-    if not text or text.startswith("To enable traceback"):
+def _run_worker(
+    environ: dict[str, str],
+    cwd: str,
+    streams: tuple[str, str] | None,
+    error_path: str,
+    entrypoint: Callable[..., Any] | str,
+    args: tuple[Any, ...],
+) -> None:
+    """One worker: its environment and directory, its output to ``streams`` (None: the
+    terminal's, as the fork server has it), then ``entrypoint(*args)``.  An exception that
+    ends it leaves its first line in ``error_path`` for the launcher, then ends the worker
+    as it would have (its traceback on stderr, exit code 1)."""
+    if streams is not None:
+        for fd, path in zip((1, 2), streams, strict=True):
+            target = os.open(path, os.O_WRONLY | os.O_APPEND)
+            os.dup2(target, fd)  # the file descriptors themselves: C libraries write there too
+            os.close(target)
+    function = _resolve(entrypoint)
+    try:
+        _as_launched(environ, cwd, lambda: function(*args))
+    except Exception as exc:
+        Path(error_path).write_text(f"{type(exc).__name__}: {exc}\n", encoding="utf-8")
+        raise
+
+
+def _resolve(entrypoint: Callable[..., Any] | str) -> Callable[..., Any]:
+    if not isinstance(entrypoint, str):
+        return entrypoint
+    module, _, name = entrypoint.partition(":")
+    function: Callable[..., Any] = getattr(importlib.import_module(module), name)
+    return function
+
+
+def _error_message(path: str) -> str:
+    """The first line of what ended a worker with an exception; '' where none was left."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
         return ""
-    return text.splitlines()[0]
+    return text.splitlines()[0] if text else ""
 
 
 SIGINT_BEFORE_S = 5.0
