@@ -130,7 +130,7 @@ class Benchmark:
     settings_from: str | None = None
     """A benchmark whose settings this one shares (attribution profiles the training workload):
     a setting given to that one applies here too, unless given here itself."""
-    budget: DurationModel | None = None
+    durations: DurationModel | None = None
     """Its duration model: the expected seconds of its settings on a node, and the cut steps that
     fit it into a time budget (None: no estimate; a budget then only stops it at its deadline
     where it checks ``ctx.budget``)."""

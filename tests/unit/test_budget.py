@@ -46,10 +46,10 @@ GPU8 = NodeFacts(
 @pytest.mark.parametrize("suite", ["quick", "standard", "full"])
 def test_every_builtin_benchmark_has_a_positive_estimate(facts: NodeFacts, suite: str) -> None:
     for bench in registry.all_benchmarks():
-        if bench.budget is None or not bench.supports(facts.device_type):
+        if bench.durations is None or not bench.supports(facts.device_type):
             continue
         cfg = bench.preset(suite=suite, device_type=facts.device_type)
-        est = bench.budget.estimate(cfg, facts)
+        est = bench.durations.estimate(cfg, facts)
         assert est.seconds > 0 and est.points >= 1, bench.name
         assert all(t.seconds >= 0 and t.what for t in est.terms), bench.name
 
@@ -132,7 +132,7 @@ def _items() -> list[PlanInput]:
     for name in ("gemm", "collectives", "training"):
         bench = registry.get(name)
         cfg = bench.preset(suite="standard", device_type="cpu")
-        out.append(PlanInput(name=name, settings=cfg, model=bench.budget, facts=CPU))
+        out.append(PlanInput(name=name, settings=cfg, model=bench.durations, facts=CPU))
     return out
 
 
@@ -279,7 +279,7 @@ def test_the_printed_plan_names_sources_shares_and_cuts() -> None:
     cfg = bench.preset(suite="standard", device_type="cpu")
     ref = Reference(seconds=0.5, settings=cfg, facts=CPU, source="table", label="table: 2 CPU")
     items = [
-        PlanInput(name="gemm", settings=cfg, model=bench.budget, facts=CPU, reference=ref),
+        PlanInput(name="gemm", settings=cfg, model=bench.durations, facts=CPU, reference=ref),
         PlanInput(name="plugin", settings=None, model=None, facts=CPU),
     ]
     lines = plan_lines(make_plan(items))

@@ -130,7 +130,7 @@ def plan_run(
             PlanInput(
                 name=name,
                 settings=cfg,
-                model=bench.budget,
+                model=bench.durations,
                 facts=facts,
                 reference=_reference(
                     name, cfg, facts=facts, history=history, tables=tables, suite=config.suite

@@ -23,5 +23,5 @@ BENCHMARK = Benchmark(
     ),
     settings=DoctorConfig,
     metrics=DoctorMetrics,
-    budget=MODEL,
+    durations=MODEL,
 )

@@ -23,7 +23,7 @@ BENCHMARK = Benchmark(
     ),
     settings=SdcConfig,
     metrics=SdcMetrics,
-    budget=MODEL,
+    durations=MODEL,
     findings="clusterbench.benchmarks.sdc.findings:findings",
     section="clusterbench.benchmarks.sdc.section:section",
 )
