@@ -30,7 +30,12 @@ from tests.helpers import QUICK_RUN, Run, cli
 pytestmark = [pytest.mark.dist, pytest.mark.xdist_group(QUICK_RUN)]
 
 BASELINE = Path(__file__).parents[1] / "data" / "cpu_suite_metrics.json"
-READERS = ("clusterbench.analysis", "clusterbench.report", "clusterbench.views")
+READERS = (
+    "clusterbench.analysis",
+    "clusterbench.judging",
+    "clusterbench.report",
+    "clusterbench.views",
+)
 """Packages that read metrics; with them each benchmark folder's findings, section and figures
 and the folder's modules those import (not its settings, duration model or measurement)."""
 READING_PARTS = ("findings", "section", "figures")
