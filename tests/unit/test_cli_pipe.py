@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from clusterbench import cli
-from clusterbench.cli._common import _console
+from clusterbench.cli.common import _console
 
 
 def _closed_pipe() -> io.TextIOWrapper:

@@ -1,7 +1,7 @@
 """Command line: parse, build the config, call the library, map the outcome to an exit code.
 
 Each command lives in its own module, ``cli/<command>.py`` (``import`` in ``imports.py``,
-``list`` in ``listing.py``), and defines itself on ``app`` from ``cli/_common.py``; importing
+``list`` in ``listing.py``), and defines itself on ``app`` from ``cli/common.py``; importing
 the module below registers it.  Heavy imports stay inside the commands' functions, so a usage
 error and ``--help`` come before torch or the pipeline load.
 
@@ -14,7 +14,7 @@ import sys
 
 import typer
 
-from clusterbench.cli._common import app
+from clusterbench.cli.common import app
 from clusterbench.exits import EXIT_RUN_ERROR
 
 # The order of these lines is the order of 'clusterbench --help': typer lists the commands in

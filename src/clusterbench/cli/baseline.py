@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from clusterbench.cli._common import PlainUsage, WholeSummaryGroup, _usage_error, app
+from clusterbench.cli.common import PlainUsage, WholeSummaryGroup, _usage_error, app
 
 __all__ = ["baseline_app", "baseline_build"]
 

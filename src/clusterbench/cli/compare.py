@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from clusterbench.cli._common import PlainUsage, _compare_thresholds, _console, _usage_error, app
+from clusterbench.cli.common import PlainUsage, _compare_thresholds, _console, _usage_error, app
 
 if TYPE_CHECKING:
     from clusterbench.analysis.baseline import Baseline

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from clusterbench.cli._common import PlainUsage, _console, _usage_error, app
+from clusterbench.cli.common import PlainUsage, _console, _usage_error, app
 
 if TYPE_CHECKING:
     from clusterbench.analysis.cost import CostTable

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from clusterbench.cli._common import PlainUsage, _console, _usage_error, app
+from clusterbench.cli.common import PlainUsage, _console, _usage_error, app
 from clusterbench.exits import EXIT_FAIL_FINDING, EXIT_OK
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from clusterbench.cli._common import PlainUsage, _split, _usage_error, app
+from clusterbench.cli.common import PlainUsage, _split, _usage_error, app
 from clusterbench.exits import EXIT_RUN_ERROR
 
 if TYPE_CHECKING:

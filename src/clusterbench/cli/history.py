@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from clusterbench.cli._common import PlainUsage, WholeSummaryGroup, _console, _usage_error, app
+from clusterbench.cli.common import PlainUsage, WholeSummaryGroup, _console, _usage_error, app
 from clusterbench.exits import EXIT_RUN_ERROR
 from clusterbench.thresholds import Thresholds
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from clusterbench.cli._common import (
+from clusterbench.cli.common import (
     PlainUsage,
     WholeSummaryGroup,
     _print_run,

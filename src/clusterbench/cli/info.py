@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from clusterbench.cli._common import PlainUsage, _console, app
+from clusterbench.cli.common import PlainUsage, _console, app
 
 __all__ = ["info"]
 

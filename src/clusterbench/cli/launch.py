@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from clusterbench.cli._common import PlainUsage, _usage_error, app
+from clusterbench.cli.common import PlainUsage, _usage_error, app
 
 __all__ = ["launch"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clusterbench.cli._common import PlainUsage, _console, app
+from clusterbench.cli.common import PlainUsage, _console, app
 
 __all__ = ["list_benchmarks"]
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from clusterbench.cli._common import PlainUsage, _console, _split, _usage_error, app
+from clusterbench.cli.common import PlainUsage, _console, _split, _usage_error, app
 
 if TYPE_CHECKING:
     from clusterbench.analysis.prediction import Prediction

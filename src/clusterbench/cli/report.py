@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from clusterbench.cli._common import PlainUsage, _compare_thresholds, _usage_error, app
+from clusterbench.cli.common import PlainUsage, _compare_thresholds, _usage_error, app
 from clusterbench.runtime.atomic import write_text_atomic
 from clusterbench.thresholds import Thresholds
 

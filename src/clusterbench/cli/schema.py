@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from clusterbench.cli._common import PlainUsage, app
+from clusterbench.cli.common import PlainUsage, app
 
 __all__ = ["schema"]
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from clusterbench.cli._common import PlainUsage
+from clusterbench.cli.common import PlainUsage
 from clusterbench.exits import EXIT_USAGE
 from clusterbench.job_scripts import LaunchSpec, parse_env
 
