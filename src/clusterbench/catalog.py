@@ -53,6 +53,7 @@ RUN_PARTS: tuple[RunPart, ...] = (
     RunPart(name="nccl", findings=f"{_A}.nccl:nccl_findings"),
     RunPart(
         name="prediction",
+        compute=f"{_A}.prediction_findings:prediction_of",
         findings=f"{_A}.prediction_findings:findings",
         section=f"{_S}.prediction:section",
         figures=f"{_F}.prediction:figures",
@@ -64,10 +65,16 @@ RUN_PARTS: tuple[RunPart, ...] = (
         figures=f"{_F}.partition:figures",
     ),
     RunPart(
-        name="placement", findings=f"{_A}.placement:findings", section=f"{_S}.placement:section"
+        name="placement",
+        compute=f"{_A}.placement:run_placements",
+        findings=f"{_A}.placement:findings",
+        section=f"{_S}.placement:section",
     ),
     RunPart(
-        name="telemetry", findings=f"{_A}.telemetry:findings", section=f"{_S}.telemetry:section"
+        name="telemetry",
+        compute=f"{_A}.telemetry:telemetry_analysis",
+        findings=f"{_A}.telemetry:findings",
+        section=f"{_S}.telemetry:section",
     ),
     # each benchmark's telemetry series, after its own plots; a soak's over every round
     RunPart(name="telemetry series", figures=f"{_F}.telemetry:by_benchmark", every_round=True),
@@ -76,6 +83,7 @@ RUN_PARTS: tuple[RunPart, ...] = (
     RunPart(name="cost", section=f"{_S}.cost:section", figures=f"{_F}.cost:figures"),
     RunPart(
         name="soak",
+        compute=f"{_A}.soak:soak_analysis",
         findings=f"{_A}.soak_findings:findings",
         section=f"{_S}.soak:section",
         figures=f"{_F}.soak:figures",

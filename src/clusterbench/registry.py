@@ -52,6 +52,7 @@ __all__ = [
     "all_benchmarks",
     "find",
     "get",
+    "get_run_part",
     "register",
     "register_run_part",
     "run_parts",
@@ -69,6 +70,9 @@ SectionFn: TypeAlias = "Callable[[list[Measurement], bool], Section]"
 """``section(the benchmark's measurements, multi_host)`` -> its part of the summary."""
 FiguresFn: TypeAlias = "Callable[[list[Measurement], PlotContext], list[Plot]]"
 """``figures(the benchmark's measurements, context)`` -> its plots in the HTML report."""
+RunComputeFn: TypeAlias = "Callable[[Results, Any], object]"
+"""``compute(results, run)`` -> a run part's analysis of the run, which its findings, section and
+figures read (:meth:`clusterbench.analysis.run.RunAnalysis.part`) instead of computing again."""
 RunFindingsFn: TypeAlias = "Callable[[Results, Any], list[Finding]]"
 """``findings(results, run)`` -> a run part's findings: ``results`` the round(s) it judges,
 ``run`` the run's one analysis, a :class:`clusterbench.analysis.run.RunAnalysis` (its
@@ -226,11 +230,15 @@ class Benchmark:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunPart:
-    """An analysis of the run as a whole: its findings, summary section and figures, each as
-    ``"package.module:function"`` (or the function), any of them absent."""
+    """An analysis of the run as a whole: what it computes of the run (once), its findings,
+    summary section and figures, each as ``"package.module:function"`` (or the function), any
+    of them absent."""
 
     name: str
     """Its section's and figures' name in the summary and the report."""
+    compute: RunComputeFn | str | None = None
+    """``compute(results, run)``: the part's analysis, made once per run and kept by the run's
+    one analysis (``run.part(name)``), where its findings, section and figures read it."""
     findings: RunFindingsFn | str | None = None
     """``findings(results, run)``."""
     section: RunSectionFn | str | None = None
@@ -242,7 +250,7 @@ class RunPart:
     """A soak's parts see every round; the others one (:func:`~clusterbench.schema.one_round`)."""
 
     def __post_init__(self) -> None:
-        for what in ("findings", "section", "figures"):
+        for what in ("compute", "findings", "section", "figures"):
             _check_ref(f"run part {self.name!r}", what, getattr(self, what))
 
 
@@ -297,6 +305,14 @@ def register_run_part(part: RunPart) -> RunPart:
 def run_parts() -> list[RunPart]:
     """Every registered run part, in order."""
     return list(_RUN_PARTS.values())
+
+
+def get_run_part(name: str) -> RunPart:
+    try:
+        return _RUN_PARTS[name]
+    except KeyError:
+        known = ", ".join(_RUN_PARTS)
+        raise ValueError(f"unknown run part {name!r} (known: {known})") from None
 
 
 def find(name: str) -> Benchmark | None:

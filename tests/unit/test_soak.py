@@ -412,7 +412,7 @@ def test_soak_section_line_and_figures() -> None:
     assert table.rows[0][0].startswith("gemm.tflops") and table.rows[0][-1] == "drift"
     assert table.rows[1][0] == "selftest.sync_time" and table.rows[1][-1] != "drift"
     assert telemetry.rows == [("cuda:0", "6", "1980", "1780", "-10.1%", "60", "80")]
-    line = soak_line(results)
+    line = soak_line(analysed(results))
     assert line.startswith("soak: 6 rounds, 6 complete") and "drift: gemm.tflops on cuda:0" in line
     plots = soak_figures(results, analysed(results))
     assert [p.title for p in plots][-1] == "SM clock over the soak's rounds"

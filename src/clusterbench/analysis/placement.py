@@ -40,7 +40,14 @@ from clusterbench.schema import Finding, Results, Severity
 if TYPE_CHECKING:
     from clusterbench.analysis.view import RunView
 
-__all__ = ["findings", "group_findings", "nic_findings", "order_finding", "topology_advice"]
+__all__ = [
+    "findings",
+    "group_findings",
+    "nic_findings",
+    "order_finding",
+    "run_placements",
+    "topology_advice",
+]
 
 
 def topology_advice(change: str, why: str) -> dict[str, Any]:
@@ -223,10 +230,15 @@ def nic_findings(results: Results, ranks: Sequence[RankPlacement]) -> list[Findi
     ]
 
 
-def findings(results: Results, run: RunView) -> list[Finding]:
-    """Every placement verdict of the run ([] without doctor's facts); ``thresholds`` unused."""
+def run_placements(results: Results, run: RunView) -> list[RankPlacement]:
+    """The placement run part's analysis: every rank's placement (:func:`placements`)."""
+    return placements(results)
 
-    ranks = placements(results)
+
+def findings(results: Results, run: RunView) -> list[Finding]:
+    """Every placement verdict of the run ([] without doctor's facts), from the placement run
+    part's analysis (``run.part``)."""
+    ranks: list[RankPlacement] = run.part("placement")
     if not ranks:
         return []
     launcher = launcher_of(results)

@@ -219,7 +219,8 @@ def _finite(value: Any) -> Any:
 def run_prediction(results: Results, *, target: float) -> Prediction | str | None:
     """The run's prediction at the default GPU counts and ``target`` efficiency; the reason
     when none can be made; None when it does not apply (training or collectives did not run).
-    A run's one analysis holds it (:attr:`~clusterbench.analysis.run.RunAnalysis.prediction`)."""
+    A run's one analysis holds it (the prediction run part's, read as
+    :attr:`~clusterbench.analysis.run.RunAnalysis.prediction`)."""
     if not applies(results):
         return None
     try:

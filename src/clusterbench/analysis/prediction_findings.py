@@ -18,6 +18,7 @@ from clusterbench.analysis.prediction import (
     NIC_CEILING_GBPS,
     Prediction,
     Row,
+    run_prediction,
 )
 from clusterbench.judging.advice import advice_evidence
 from clusterbench.judging.measurements import gpu_severity
@@ -26,10 +27,23 @@ from clusterbench.schema import Finding, Results
 if TYPE_CHECKING:
     from clusterbench.analysis.view import RunView
 
-__all__ = ["findings", "scaling_finding", "signed_pct", "sizes_text", "validation_finding"]
+__all__ = [
+    "findings",
+    "prediction_of",
+    "scaling_finding",
+    "signed_pct",
+    "sizes_text",
+    "validation_finding",
+]
 
 _HEADLINE_GPUS = 256
 _PREDICT_HINT = "clusterbench predict RUN --gpus N,M --nic-gbps G: other GPU counts and NIC speeds"
+
+
+def prediction_of(results: Results, run: RunView) -> Prediction | str | None:
+    """The prediction run part's analysis: the run's one prediction at its target efficiency
+    (:func:`~clusterbench.analysis.prediction.run_prediction`), read as ``run.prediction``."""
+    return run_prediction(results, target=run.thresholds.prediction_target_efficiency)
 
 
 def findings(results: Results, run: RunView) -> list[Finding]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +37,7 @@ class RunAnalysis:
     ``report --compare``); ``base``: that earlier run, whose measurements the plots draw beside
     this run's; ``run_dir``: the run folder (the telemetry series, the prices of cost.json).
     A derived part may be given instead of computed by assigning it (``run.plots = {...}``).
+    Each run part's own analysis is computed once, on first use, and kept (:meth:`part`).
     """
 
     results: Results
@@ -45,19 +46,33 @@ class RunAnalysis:
     base: Results | None = None
     thresholds: Thresholds = None  # type: ignore[assignment]  # set in __post_init__
     """The limits the run is judged by (default: the run's own, from its configuration)."""
+    _parts: dict[str, object] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.thresholds is None:
             self.thresholds = run_thresholds(self.results)
 
-    @cached_property
+    def part(self, name: str) -> Any:
+        """The run part ``name``'s analysis of the run (its ``compute``), made on first use and
+        kept: its findings, section and figures all read this one.  It is computed from what
+        the part is given, as they are: every round of a soak for an ``every_round`` part, one
+        round (:attr:`one_round`) for the others."""
+        if name not in self._parts:
+            part = registry.get_run_part(name)
+            if part.compute is None:
+                raise ValueError(f"run part {name!r} computes nothing")
+            seen = self.results if part.every_round else self.one_round
+            self._parts[name] = registry.resolve(part.compute)(seen, self)
+        return self._parts[name]
+
+    @property
     def prediction(self) -> Prediction | str | None:
         """The run's scaling prediction at the default GPU counts and its target efficiency
         (what its findings, section and figures show); the reason when none can be made; None
-        when it does not apply (training or collectives did not run)."""
-        from clusterbench.analysis.prediction import run_prediction
-
-        return run_prediction(self.one_round, target=self.thresholds.prediction_target_efficiency)
+        when it does not apply (training or collectives did not run).  The prediction run
+        part's analysis (:meth:`part`), which the partition search reads too."""
+        prediction: Prediction | str | None = self.part("prediction")
+        return prediction
 
     @property
     def one_round(self) -> Results:

@@ -42,20 +42,26 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from clusterbench.analysis.compare import identity_params, params_key
+from clusterbench.analysis.soak_telemetry import DeviceRounds, round_telemetry
 from clusterbench.metrics import Direction, direction_of
 from clusterbench.schema import Measurement, ParamValue, Results
 from clusterbench.thresholds import Thresholds, practical_floor
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.view import RunView
 
 __all__ = [
     "MAD_TO_SIGMA",
     "MIN_ROUNDS",
     "Drift",
     "Series",
+    "SoakAnalysis",
     "drift_of",
     "round_noise",
+    "soak_analysis",
     "soak_drifts",
     "soak_series",
 ]
@@ -208,3 +214,24 @@ def _slope(series: Series) -> tuple[float, bool]:
 def soak_drifts(results: Results, thresholds: Thresholds) -> list[Drift]:
     """The trend of every series that has one (:func:`drift_of`), in first-seen order."""
     return [d for s in soak_series(results) if (d := drift_of(s, thresholds)) is not None]
+
+
+@dataclass(frozen=True, slots=True)
+class SoakAnalysis:
+    """A soak's rounds analysed once: what its findings, section and figures read."""
+
+    series: tuple[Series, ...]
+    """Every series, in first-seen order."""
+    drifts: tuple[Drift | None, ...]
+    """Each series' trend (:func:`drift_of`), in the order of :attr:`series`."""
+    telemetry: tuple[DeviceRounds, ...]
+    """Every GPU's telemetry by round (none without telemetry)."""
+
+
+def soak_analysis(results: Results, run: RunView) -> SoakAnalysis | None:
+    """The soak run part's analysis of every round (None outside a soak)."""
+    if results.run.soak is None:
+        return None
+    series = soak_series(results)
+    drifts = tuple(drift_of(s, run.thresholds) for s in series)
+    return SoakAnalysis(tuple(series), drifts, tuple(round_telemetry(results)))

@@ -12,8 +12,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from clusterbench.analysis.soak import Drift, Series, soak_drifts, soak_series
-from clusterbench.analysis.soak_telemetry import DeviceRounds, round_telemetry
+from clusterbench.analysis.soak import Drift, Series, SoakAnalysis
+from clusterbench.analysis.soak_telemetry import DeviceRounds
 from clusterbench.judging.measurements import gpu_severity, scope_label
 from clusterbench.schema import Finding, Results, SoakInfo
 from clusterbench.units import format_seconds
@@ -38,18 +38,17 @@ _INTERMITTENT_FIX = (
 
 
 def findings(results: Results, run: RunView) -> list[Finding]:
-    """A soak's findings (none outside a soak)."""
-    thresholds = run.thresholds
+    """A soak's findings (none outside a soak), from the soak's one analysis (``run.part``)."""
     soak = results.run.soak
-    if soak is None:
+    analysed: SoakAnalysis | None = run.part("soak")
+    if soak is None or analysed is None:
         return []
-    series = soak_series(results)
-    drifts = soak_drifts(results, thresholds)
+    drifts = [d for d in analysed.drifts if d is not None]
     return [
         *_drift_findings(results, [d for d in drifts if d.drifted]),
-        *_missing_findings(series, soak),
+        *_missing_findings(analysed.series, soak),
         *_failed_finding(results, soak),
-        _summary(results, soak, series, drifts),
+        _summary(results, soak, analysed, drifts),
     ]
 
 
@@ -216,9 +215,10 @@ def _spread(s: Series) -> float:
 
 
 def _summary(
-    results: Results, soak: SoakInfo, series: Sequence[Series], drifts: Sequence[Drift]
+    results: Results, soak: SoakInfo, analysed: SoakAnalysis, drifts: Sequence[Drift]
 ) -> Finding:
     """Rounds, duration and each figure's spread over the rounds (its widest series)."""
+    series, telemetry = analysed.series, analysed.telemetry
     figures: dict[str, list[Series]] = defaultdict(list)
     for s in series:
         if len(s.values) > 1:
@@ -245,7 +245,6 @@ def _summary(
         parts.append(f"widest spread {name} {most['max_spread']:.0%} ({most['widest']})")
     if soak.stopped_in is not None:
         parts.append(f"stopped in round {soak.stopped_in} ({results.run.status})")
-    telemetry = round_telemetry(results)
     clock = _clock_text(telemetry)
     if clock:
         parts.append(clock)

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from clusterbench.hardware.gpu_telemetry import LIMITING_REASONS
-from clusterbench.schema import Finding, Measurement, Results, TelemetrySummary
+from clusterbench.schema import Finding, Measurement, Results, TelemetrySummary, TelemetryWindow
 from clusterbench.thresholds import Thresholds
 
 if TYPE_CHECKING:
     from clusterbench.analysis.view import RunView
 
-__all__ = ["MIN_SAMPLES", "findings"]
+__all__ = ["MIN_SAMPLES", "CountedWindow", "TelemetryAnalysis", "findings", "telemetry_analysis"]
 
 MIN_SAMPLES = 3
 """A window of fewer samples says nothing of a share (one sample of two is 50%)."""
@@ -43,7 +43,7 @@ _POWER = frozenset({_POWER_CAP, "HW power brake slowdown"})
 
 
 @dataclass(frozen=True, slots=True)
-class _Window:
+class CountedWindow:
     """A window that counts: a measurement's with enough samples, else its benchmark's."""
 
     benchmark: str
@@ -59,13 +59,31 @@ class _Window:
 class _Hit:
     """A window that saw a limiting reason in ``fraction`` of its samples."""
 
-    window: _Window
+    window: CountedWindow
     fraction: float
 
 
+@dataclass(frozen=True, slots=True)
+class TelemetryAnalysis:
+    """The telemetry run part's analysis of the run: what its findings and section read."""
+
+    counted: tuple[CountedWindow, ...]
+    """The windows that count for throttling (:func:`_windows`)."""
+    summarised: tuple[TelemetryWindow, ...]
+    """The benchmarks' windows that sampled telemetry, in the run's order."""
+
+
+def telemetry_analysis(results: Results, run: RunView) -> TelemetryAnalysis:
+    return TelemetryAnalysis(
+        counted=tuple(_windows(results)),
+        summarised=tuple(w for w in results.telemetry if w.summary is not None),
+    )
+
+
 def findings(results: Results, run: RunView) -> list[Finding]:
-    thresholds = run.thresholds
-    return [*_throttled(results, thresholds), *_hot(results, thresholds)]
+    """Throttled and hot GPUs, from the telemetry run part's analysis (``run.part``)."""
+    thresholds, analysed = run.thresholds, run.part("telemetry")
+    return [*_throttled(analysed.counted, thresholds), *_hot(analysed.summarised, thresholds)]
 
 
 def _label(m: Measurement) -> str:
@@ -73,26 +91,26 @@ def _label(m: Measurement) -> str:
     return f"{m.benchmark} {m.metric}" + (f" ({params})" if params else "")
 
 
-def _windows(results: Results) -> Iterable[_Window]:
+def _windows(results: Results) -> Iterable[CountedWindow]:
     """Every measurement's window with enough samples; for a benchmark that has none such on a
     rank, the benchmark's own window there."""
     covered: set[tuple[str, int]] = set()
     for m in results.measurements:
         if m.telemetry is not None and m.telemetry.samples >= MIN_SAMPLES:
             covered.add((m.benchmark, m.rank))
-            yield _Window(m.benchmark, _label(m), m.host, m.device, m.telemetry, m)
+            yield CountedWindow(m.benchmark, _label(m), m.host, m.device, m.telemetry, m)
     for w in results.telemetry:
         if (w.benchmark, w.rank) in covered or w.summary is None:
             continue
         if w.summary.samples >= MIN_SAMPLES:
             what = f"{w.benchmark} (the whole benchmark)"
-            yield _Window(w.benchmark, what, w.host, w.device, w.summary, None)
+            yield CountedWindow(w.benchmark, what, w.host, w.device, w.summary, None)
 
 
-def _throttled(results: Results, thresholds: Thresholds) -> list[Finding]:
+def _throttled(counted: Iterable[CountedWindow], thresholds: Thresholds) -> list[Finding]:
     hits: dict[tuple[str, str], list[_Hit]] = defaultdict(list)
     limit = thresholds.telemetry_throttle_min_fraction
-    for window in _windows(results):
+    for window in counted:
         for reason, fraction in window.summary.reasons.items():
             if reason in LIMITING_REASONS and fraction >= limit:
                 hits[window.benchmark, reason].append(_Hit(window, fraction))
@@ -198,10 +216,10 @@ def _fix(reason: str, device: str) -> str:
     )
 
 
-def _hot(results: Results, thresholds: Thresholds) -> list[Finding]:
+def _hot(summarised: Iterable[TelemetryWindow], thresholds: Thresholds) -> list[Finding]:
     """Per device, its hottest benchmark window within the margin of its slowdown temperature."""
     hottest: dict[tuple[str, str], tuple[float, str, TelemetrySummary]] = {}
-    for w in results.telemetry:
+    for w in summarised:
         s = w.summary
         if s is None or s.temp_c_max is None or s.temp_slowdown_c is None:
             continue

@@ -5,7 +5,7 @@ analysis calls, need not import it."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from clusterbench.analysis.prediction import Prediction
@@ -34,3 +34,6 @@ class RunView(Protocol):
     def prediction(self) -> Prediction | str | None:
         """The run's one scaling prediction (the reason when none could be made; None: it
         does not apply)."""
+
+    def part(self, name: str) -> Any:
+        """The run part ``name``'s analysis of the run, computed once and kept."""

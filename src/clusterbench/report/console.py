@@ -65,7 +65,7 @@ def render_summary(run: RunAnalysis, console: Console, *, verbose: bool = False)
     _print_drain(run, console)
     _print_errors(results, console)
     _print_unfinished(results, console)
-    soak = soak_line(results)
+    soak = soak_line(run)
     if soak:
         console.print(Text(soak, style="bold"))
 

@@ -8,10 +8,11 @@ shown`): a plot per figure (benchmark, metric and params), at most :data:`MAX_PL
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from clusterbench.analysis.soak_telemetry import DeviceRounds, round_telemetry
-from clusterbench.report.sections.soak import Shown, shown
+from clusterbench.analysis.soak_telemetry import DeviceRounds
+from clusterbench.report.sections.soak import NAME, Shown, shown
 from clusterbench.schema import Results
 from clusterbench.views.figures import axis, color, figure, layout
 from clusterbench.views.plots import Plot
@@ -27,18 +28,19 @@ MAX_LINES = 8
 
 
 def figures(results: Results, run: RunView) -> list[Plot]:
-    if results.run.soak is None:
+    analysed = run.part(NAME)
+    if results.run.soak is None or analysed is None:
         return []
-    items, _ = shown(results)
+    items, _ = shown(analysed)
     groups: dict[str, list[Shown]] = defaultdict(list)
     for item in items:
         groups[item.label].append(item)
     plots = [_plot(label, group[:MAX_LINES]) for label, group in list(groups.items())[:MAX_PLOTS]]
-    clocks = _clock_plot(round_telemetry(results))
+    clocks = _clock_plot(analysed.telemetry)
     return plots + ([clocks] if clocks is not None else [])
 
 
-def _clock_plot(devices: list[DeviceRounds]) -> Plot | None:
+def _clock_plot(devices: Sequence[DeviceRounds]) -> Plot | None:
     """Each GPU's median SM clock per round (telemetry), one line per device."""
     data = [
         {

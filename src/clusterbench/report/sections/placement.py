@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from clusterbench.analysis.placement_facts import RankPlacement, placements, ranks_text
+from clusterbench.analysis.placement_facts import RankPlacement, ranks_text
 from clusterbench.schema import Results
 from clusterbench.views.cells import Grid, Section
 
@@ -63,7 +63,7 @@ def _node_row(ps: Sequence[RankPlacement]) -> tuple[str, ...]:
 
 def section(results: Results, run: RunView) -> Section | None:
     """The placement table of the run; None without doctor's facts."""
-    ranks = placements(results)
+    ranks: list[RankPlacement] = run.part("placement")
     if not ranks:
         return None
     if len(ranks) <= MAX_RANK_ROWS:

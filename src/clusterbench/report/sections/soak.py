@@ -8,14 +8,14 @@ from every round (the benchmarks' own sections show one round).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from clusterbench.analysis.soak import MIN_ROUNDS, Drift, Series, drift_of, soak_series
+from clusterbench.analysis.soak import MIN_ROUNDS, Drift, Series, SoakAnalysis
 from clusterbench.analysis.soak_findings import describe_drift, soak_seconds
-from clusterbench.analysis.soak_telemetry import DeviceRounds, round_telemetry
+from clusterbench.analysis.soak_telemetry import DeviceRounds
 from clusterbench.schema import Results
-from clusterbench.thresholds import Thresholds, run_thresholds
 from clusterbench.units import format_seconds
 from clusterbench.views.cells import Grid, Section, format_value
 
@@ -63,12 +63,11 @@ def _change(item: Shown) -> float:
     return abs(last - first) / abs(first) if first else 0.0
 
 
-def shown(results: Results, thresholds: Thresholds | None = None) -> tuple[list[Shown], int]:
+def shown(soak: SoakAnalysis) -> tuple[list[Shown], int]:
     """The series to list (drifted first, then by size of change; at most :data:`MAX_ROWS`)
     and how many series could drift (those of a figure with a better side)."""
-    thresholds = thresholds or run_thresholds(results)
-    judged = [s for s in soak_series(results) if s.direction is not None]
-    items = [Shown(s, drift_of(s, thresholds)) for s in judged]
+    pairs = zip(soak.series, soak.drifts, strict=True)
+    items = [Shown(s, d) for s, d in pairs if s.direction is not None]
     items.sort(key=lambda i: (not (i.drift is not None and i.drift.drifted), -_change(i)))
     return items[:MAX_ROWS], len(items)
 
@@ -94,10 +93,10 @@ def _row(item: Shown, *, multi_host: bool) -> tuple[str, ...]:
 
 def section(results: Results, run: RunView) -> Section | None:
     """The soak's table (None outside a soak, or a soak that measured nothing)."""
-    soak = results.run.soak
-    if soak is None:
+    soak, analysed = results.run.soak, run.part(NAME)
+    if soak is None or analysed is None:
         return None
-    items, total = shown(results)
+    items, total = shown(analysed)
     if not items:
         return None
     multi_host = len({i.series.host for i in items}) > 1
@@ -107,11 +106,11 @@ def section(results: Results, run: RunView) -> Section | None:
     if total > len(items):
         title += f" · {len(items)} of {total} series, drifted and most changed first"
     grid = Grid(title=title, header=_HEADER, rows=[_row(i, multi_host=multi_host) for i in items])
-    telemetry = _telemetry_grid(round_telemetry(results), multi_host=multi_host)
+    telemetry = _telemetry_grid(analysed.telemetry, multi_host=multi_host)
     return Section(NAME, grids=[grid, *([telemetry] if telemetry is not None else [])])
 
 
-def _telemetry_grid(devices: list[DeviceRounds], *, multi_host: bool) -> Grid | None:
+def _telemetry_grid(devices: Sequence[DeviceRounds], *, multi_host: bool) -> Grid | None:
     """Per GPU the first and last round's median SM clock and highest temperature."""
     rows: list[tuple[str, ...]] = []
     for d in devices:
@@ -135,12 +134,12 @@ def _telemetry_grid(devices: list[DeviceRounds], *, multi_host: bool) -> Grid | 
     return Grid(title="GPU telemetry over the rounds", header=header, rows=rows)
 
 
-def soak_line(results: Results) -> str:
+def soak_line(run: RunView) -> str:
     """The console's last word on a soak: rounds, and what drifted ('' outside a soak)."""
-    soak = results.run.soak
-    if soak is None:
+    soak, analysed = run.results.run.soak, run.part(NAME)
+    if soak is None or analysed is None:
         return ""
-    items, total = shown(results)
+    items, total = shown(analysed)
     wall = soak_seconds(soak)
     took = f" in {format_seconds(wall)}" if wall is not None else ""
     line = f"soak: {soak.rounds} rounds, {soak.completed} complete{took}"

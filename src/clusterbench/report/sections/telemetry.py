@@ -41,11 +41,10 @@ def _reasons(summaries: list[TelemetrySummary]) -> str:
 
 
 def section(results: Results, run: RunView) -> Section | None:
-    """None when the run sampled no telemetry."""
+    """None when the run sampled no telemetry (the telemetry run part's ``run.part``)."""
     windows: dict[str, list[TelemetryWindow]] = defaultdict(list)
-    for w in results.telemetry:
-        if w.summary is not None:
-            windows[w.benchmark].append(w)
+    for w in run.part(NAME).summarised:
+        windows[w.benchmark].append(w)
     if not windows:
         return None
     rows = [_row(benchmark, ws) for benchmark, ws in windows.items()]
