@@ -34,16 +34,17 @@ if TYPE_CHECKING:  # a type only: the network benchmark itself needs no torch
     from clusterbench.runtime.dist import DistContext
 
 __all__ = [
-    "Figure",
     "FleetFacts",
+    "PairValue",
     "PlanRecord",
     "agree_retests",
     "fleet_facts",
     "plan_finding",
 ]
 
-Figure = tuple[Hashable, tuple[int, int], float]
-"""(series, (node, node), value): one pair's higher-is-better figure of one series."""
+PairValue = tuple[Hashable, tuple[int, int], float]
+"""(series, (node, node), value): one pair's higher-is-better value of one series (a number,
+not a plot)."""
 
 
 def _launcher(env: Mapping[str, str], *, run_id: str, given: str | None = None) -> str:
@@ -101,18 +102,18 @@ def agree_retests(
     strategy: Literal["all", "sparse"],
     num_nodes: int,
     survey: Sequence[Round],
-    mine: Sequence[Figure],
+    mine: Sequence[PairValue],
 ) -> tuple[list[Round], list[int]]:
     """The re-test rounds and the suspects, decided on rank 0 from every rank's survey
-    figures (``mine``: the figures this rank recorded) and broadcast (every rank calls it).
+    values (``mine``: the values this rank recorded) and broadcast (every rank calls it).
     All pairs: the slow pairs measured again, and no suspect."""
     gathered = ctx.gather_to_root(list(mine))
     decided: tuple[list[Round], list[int]] | None = None
     if ctx.rank == 0:
         assert gathered is not None
         series: dict[Hashable, dict[tuple[int, int], float]] = defaultdict(dict)
-        for figures in gathered:
-            for key, pair, value in figures:
+        for values in gathered:
+            for key, pair, value in values:
                 series[key][pair] = max(value, series[key].get(pair, value))
         if strategy == "all":
             decided = (remeasure_rounds(series.values()), [])

@@ -56,7 +56,7 @@ from clusterbench.benchmarks.pair_plan import (
     survey_rounds,
 )
 from clusterbench.benchmarks.pair_rounds import (
-    Figure,
+    PairValue,
     PlanRecord,
     agree_retests,
     fleet_facts,
@@ -144,7 +144,7 @@ def _node_pairs(
     hosts = node_hosts(ctx)
     ctx.barrier()
     started = time.perf_counter()
-    mine: list[Figure] = []
+    mine: list[PairValue] = []
     for step in steps:
         for item in _sweep(ctx, cfg, step):
             if isinstance(item, Measurement) and CollectivesMetrics.busbw.matches(item):

@@ -29,7 +29,7 @@ from clusterbench.benchmarks.pair_plan import (
     survey_rounds,
 )
 from clusterbench.benchmarks.pair_rounds import (
-    Figure,
+    PairValue,
     PlanRecord,
     agree_retests,
     fleet_facts,
@@ -100,13 +100,13 @@ def _pair_tests(
     ctx.progress.start(len(schedule) + (2 * RETESTS if k > 2 else 0))
     ctx.barrier()
     started = time.perf_counter()
-    mine: list[Figure] = []
+    mine: list[PairValue] = []
     for done, pairs in enumerate(schedule):
         if done and ctx.budget.agree_expired(ctx):  # rank 0 decides for every node
             ctx.budget.stopped(done=done, total=len(schedule), unit="rounds of node pairs")
             break
         for m in _run_round(ctx, cfg, nodes=nodes, pairs=pairs, me=me):
-            mine += _figure(m, nodes)
+            mine += _pair_values(m, nodes)
             yield m
         ctx.progress.advance()
     retests: list[Round] = []
@@ -128,8 +128,8 @@ def _pair_tests(
         yield plan_finding(ctx.benchmark, plan, facts)
 
 
-def _figure(m: Measurement, nodes: list[_Node]) -> list[Figure]:
-    """A throughput test as the survey figure of its (metric, tool) series; latency none."""
+def _pair_values(m: Measurement, nodes: list[_Node]) -> list[PairValue]:
+    """A throughput test as the survey value of its (metric, tool) series; latency none."""
     if m.metric not in (NetworkMetrics.tcp_throughput.name, NetworkMetrics.rdma_write_bw.name):
         return []
     index = {n.host: i for i, n in enumerate(nodes)}
