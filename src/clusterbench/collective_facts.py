@@ -77,13 +77,13 @@ def round_size(op: str, size_bytes: int, *, n: int, element_bytes: int) -> int:
 
 
 def usable_sizes(
-    op: str, sizes: list[int], *, n: int, element_bytes: int, budget_bytes: float
+    op: str, sizes: list[int], *, n: int, element_bytes: int, memory_limit_bytes: float
 ) -> list[int]:
     """The sweep for one op and group: rounded, deduplicated, and only sizes whose buffers fit."""
     out: list[int] = []
     for size in sizes:
         rounded = round_size(op, size, n=n, element_bytes=element_bytes)
-        if rounded not in out and rounded * buffer_factor(op, n) <= budget_bytes:
+        if rounded not in out and rounded * buffer_factor(op, n) <= memory_limit_bytes:
             out.append(rounded)
     return out
 

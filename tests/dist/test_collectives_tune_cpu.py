@@ -191,7 +191,7 @@ def _sweep_worker(rank: int, store: str, folder: str, out: Any) -> None:
             tune_algos=["ring", "tree"], tune_protos=["LL", "LL128"], tune_channels=[2],
             tune_repeats=4, iters=2, warmup=1,
         )  # fmt: skip
-        items = list(sweep.tune_sweep(ctx, cfg, budget_bytes=1e9))
+        items = list(sweep.tune_sweep(ctx, cfg, memory_limit_bytes=1e9))
         out[rank] = {
             "items": [item.model_dump(mode="json") for item in items],
             "env": {v: os.environ.get(v) for v in ("NCCL_ALGO", "NCCL_PROTO")},

@@ -98,10 +98,10 @@ def test_model_sizes_label_and_dedupe() -> None:
 
 
 def test_pick_within_is_greedy_in_order() -> None:
-    costs = [("emb", 6), ("a", 2), ("b", 3), ("c", 2)]
-    assert io.pick_within(costs, 7) == ["emb"]  # emb fits; a, b and c would pass 7 after it
-    assert io.pick_within(costs, 5) == ["a", "b"]  # emb passed over, c does not fit after b
-    assert io.pick_within(costs, 1) == ["a"]  # none fits: the cheapest alone
+    sizes = [("emb", 6), ("a", 2), ("b", 3), ("c", 2)]
+    assert io.pick_within(sizes, 7) == ["emb"]  # emb fits; a, b and c would pass 7 after it
+    assert io.pick_within(sizes, 5) == ["a", "b"]  # emb passed over, c does not fit after b
+    assert io.pick_within(sizes, 1) == ["a"]  # none fits: the smallest alone
     assert io.pick_within([], 10) == []
 
 

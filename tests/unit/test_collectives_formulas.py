@@ -84,10 +84,10 @@ def test_size_sweep_rounding_and_memory_cap() -> None:
     assert round_size("all_reduce", 10, n=4, element_bytes=4) == 8
     assert round_size("broadcast", 2, n=4, element_bytes=2) == 2
     sizes = size_sweep(8, 64 * MIB, 2)
-    capped = usable_sizes("all_to_all", sizes, n=8, element_bytes=4, budget_bytes=64 * MIB)
+    capped = usable_sizes("all_to_all", sizes, n=8, element_bytes=4, memory_limit_bytes=64 * MIB)
     assert max(capped) == 32 * MIB  # all_to_all holds input and output: 2 x 32 MiB
     assert capped[0] == 32 and len(set(capped)) == len(capped)  # 8 and 16 round up to 32: once
-    gather = usable_sizes("all_gather", sizes, n=8, element_bytes=4, budget_bytes=64 * MIB)
+    gather = usable_sizes("all_gather", sizes, n=8, element_bytes=4, memory_limit_bytes=64 * MIB)
     assert max(gather) == 32 * MIB  # 32 MiB x (1 + 1/8) fits, 64 MiB x 1.125 does not
 
 

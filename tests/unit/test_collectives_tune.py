@@ -281,7 +281,7 @@ def _ctx(world_size: int, backend: str) -> DistContext:
 
 
 def test_on_cpu_the_sweep_skips_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
-    (skipped,) = tune_sweep(_ctx(2, "gloo"), CollectivesConfig(tune=True), budget_bytes=1e9)
+    (skipped,) = tune_sweep(_ctx(2, "gloo"), CollectivesConfig(tune=True), memory_limit_bytes=1e9)
     assert isinstance(skipped, Finding) and skipped.id == "collectives.tune_skipped"
     assert skipped.severity == "info"
     assert skipped.message == (

@@ -65,17 +65,17 @@ def nbytes(tree: Any) -> int:
 K = TypeVar("K", bound=Hashable)
 
 
-def pick_within(costs: Sequence[tuple[K, int]], budget: int) -> list[K]:
-    """The keys, in order, whose costs fit in ``budget`` taken greedily (one that does not fit
-    is passed over, the next may fit); the cheapest alone when none fits."""
+def pick_within(sizes: Sequence[tuple[K, int]], max_bytes: int) -> list[K]:
+    """The keys, in order, whose sizes fit in ``max_bytes`` taken greedily (one that does not
+    fit is passed over, the next may fit); the smallest alone when none fits."""
     picked: list[K] = []
     total = 0
-    for key, cost in costs:
-        if total + cost <= budget:
+    for key, size in sizes:
+        if total + size <= max_bytes:
             picked.append(key)
-            total += cost
-    if not picked and costs:
-        picked.append(min(costs, key=lambda kc: kc[1])[0])
+            total += size
+    if not picked and sizes:
+        picked.append(min(sizes, key=lambda ks: ks[1])[0])
     return picked
 
 
@@ -87,8 +87,8 @@ def bounded_state(state: dict[str, Any], max_bytes: int) -> dict[str, Any]:
         return state
     model, optim = state["model"], state["optim"]
     per_param = optim.get("state", {})
-    costs = [(k, nbytes([t, per_param.get(k, {})])) for k, t in model.items()]
-    keep = set(pick_within(costs, max_bytes))
+    sizes = [(k, nbytes([t, per_param.get(k, {})])) for k, t in model.items()]
+    keep = set(pick_within(sizes, max_bytes))
     groups = [
         {**g, "params": [p for p in g.get("params", []) if p in keep]}
         for g in optim.get("param_groups", [])

@@ -125,8 +125,8 @@ def collectives(ctx: DistContext, cfg: CollectivesConfig) -> Iterator[Measuremen
             ctx.budget.stopped(done=done[0], total=total, unit=unit)
         return
     if cfg.tune:  # NCCL's settings against its defaults (collectives_tune), on the world
-        budget = cfg.memory_fraction * _min_free_bytes(ctx)
-        yield from tune_sweep(ctx, cfg, budget_bytes=budget)
+        memory_limit = cfg.memory_fraction * _min_free_bytes(ctx)
+        yield from tune_sweep(ctx, cfg, memory_limit_bytes=memory_limit)
 
 
 def _node_pairs(
@@ -172,14 +172,14 @@ def _node_pairs(
 
 
 def _plan(ctx: DistContext, cfg: CollectivesConfig, *, handles: list[GroupHandle]) -> list[_Step]:
-    budget = cfg.memory_fraction * _min_free_bytes(ctx)
+    memory_limit = cfg.memory_fraction * _min_free_bytes(ctx)
     element_bytes = torch.empty((), dtype=DTYPES[cfg.dtype]).element_size()
     sweep = size_sweep(cfg.min_bytes, cfg.max_bytes, cfg.factor)
     steps = []
     for h in handles:
         for op in cfg.ops:
             sizes = usable_sizes(
-                op, sweep, n=h.size, element_bytes=element_bytes, budget_bytes=budget
+                op, sweep, n=h.size, element_bytes=element_bytes, memory_limit_bytes=memory_limit
             )
             if h.spec.kind == "node_pairs":
                 sizes = sizes[-1:]  # pairs are compared at the busbw plateau only

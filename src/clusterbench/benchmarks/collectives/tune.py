@@ -88,7 +88,7 @@ def skip_reason(ctx: DistContext) -> str | None:
 
 
 def tune_sweep(
-    ctx: DistContext, cfg: CollectivesConfig, *, budget_bytes: float
+    ctx: DistContext, cfg: CollectivesConfig, *, memory_limit_bytes: float
 ) -> Iterator[Measurement | Finding]:
     """NCCL's default against each allowed setting, per op and size (module docstring)."""
     # every rank must agree: one rank's missing log must not leave the others in the sweep
@@ -110,7 +110,7 @@ def tune_sweep(
         nccl_version=_nccl_version(),
         one_gpu_per_node=ctx.num_nodes == ctx.world_size,
     )
-    sizes, too_big = _sizes(cfg, n=ctx.world_size, budget_bytes=budget_bytes)
+    sizes, too_big = _sizes(cfg, n=ctx.world_size, memory_limit_bytes=memory_limit_bytes)
     if ctx.rank == 0 and plan.not_tried + too_big:
         lines = plan.not_tried + too_big
         yield _finding(
@@ -143,7 +143,7 @@ def _nccl_version() -> tuple[int, ...] | None:
 
 
 def _sizes(
-    cfg: CollectivesConfig, *, n: int, budget_bytes: float
+    cfg: CollectivesConfig, *, n: int, memory_limit_bytes: float
 ) -> tuple[dict[str, list[int]], list[str]]:
     """Each op's sizes, rounded as the size sweep rounds them and only those whose buffers fit;
     and a line for each size that does not."""
@@ -153,7 +153,7 @@ def _sizes(
     too_big: list[str] = []
     for op in cfg.tune_ops:
         out[op] = usable_sizes(
-            op, wanted, n=n, element_bytes=element_bytes, budget_bytes=budget_bytes
+            op, wanted, n=n, element_bytes=element_bytes, memory_limit_bytes=memory_limit_bytes
         )
         if len(out[op]) < len(wanted):
             too_big.append(
