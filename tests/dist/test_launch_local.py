@@ -1,6 +1,8 @@
 """``launch_local`` forks its workers from a fork server started at the first launch: every
 later launch from the same process must still give its workers that process's environment and
-working directory as they are at that launch, plus the launcher's own variables."""
+working directory as they are at that launch, plus the launcher's own variables.  A worker
+that fails (raises, exits, is killed) is the one failure returned and the others are ended;
+a SIGINT or SIGTERM to the launching process stops them with the same signal."""
 
 from __future__ import annotations
 

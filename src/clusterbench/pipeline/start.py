@@ -509,7 +509,7 @@ def _launch(spec: RunSpec, *, num_workers: int) -> RunOutcome:
     spec.launched_at = time.time()
     try:
         failures = launch_local(_WORKER_MAIN, spec, nproc=num_workers, log_dir=run_dir / "logs")
-    except Interrupted:  # Ctrl-C, SIGTERM: keep what the ranks wrote
+    except (Interrupted, KeyboardInterrupt):  # Ctrl-C (twice), SIGTERM: keep what ranks wrote
         interrupted = True
     except OSError as exc:  # the workers' log folders could not be made: nothing ran
         reason = describe_write_error(exc, run_dir / "logs")

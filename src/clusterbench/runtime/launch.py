@@ -277,19 +277,22 @@ def _first_failure(
 
 
 def _stop(workers: list[multiprocessing.process.BaseProcess], signum: int) -> None:
-    """End the workers still running with ``signum``; SIGKILL those left after STOP_GRACE_S."""
+    """End the workers still running with ``signum``; SIGKILL those left after STOP_GRACE_S,
+    or at once when a second Ctrl-C cuts the wait short."""
     alive = [worker for worker in workers if worker.is_alive()]
-    if alive and signum == signal.SIGINT:
-        _join_all(alive, timeout_s=SIGINT_GRACE_S)
-        alive = [worker for worker in alive if worker.is_alive()]
-    for worker in alive:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(worker.pid, signum)  # type: ignore[arg-type]
-    _join_all(alive, timeout_s=STOP_GRACE_S)
-    for worker in alive:
-        if worker.is_alive():
-            worker.kill()
-            worker.join()
+    try:
+        if alive and signum == signal.SIGINT:
+            _join_all(alive, timeout_s=SIGINT_GRACE_S)
+            alive = [worker for worker in alive if worker.is_alive()]
+        for worker in alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker.pid, signum)  # type: ignore[arg-type]
+        _join_all(alive, timeout_s=STOP_GRACE_S)
+    finally:
+        for worker in alive:
+            if worker.is_alive():
+                worker.kill()
+                worker.join()
 
 
 def _join_all(workers: list[multiprocessing.process.BaseProcess], *, timeout_s: float) -> None:

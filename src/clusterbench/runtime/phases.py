@@ -21,11 +21,12 @@ PHASES = (
     "finish",
     "page",
 )
-"""In the order they happen: start (the process up to the run: the interpreter and the
-command line), imports (torch, and the device check), plan, worker start (launch to a worker
-running), device init (the process group and the device), probe (the node's hardware),
-telemetry start, then the benchmarks, finish (assemble and analyse) and page (build
-report.html)."""
+"""In the order they happen: start (the process up to the run: the interpreter and the command
+line), imports (the device check; and torch, where this process is a rank: a run that starts its
+own workers leaves torch to their fork server, whose import ends within worker start), plan,
+worker start (launch to a worker running), device init (the process group and the device), probe
+(the node's hardware), telemetry start, then the benchmarks, finish (assemble and analyse) and
+page (build report.html)."""
 
 
 def process_age_s() -> float | None:
