@@ -40,10 +40,11 @@ def launcher_kind(
     runs its ranks with ``--launcher ray``, since Ray Train sets the same variables torchrun
     does.
 
-    torch's elastic agent sets TORCHELASTIC_RUN_ID for torchrun and for clusterbench's own
-    launch alike; clusterbench's passes the run's id (the run folder's name).  It comes first:
-    torchrun started by srun also sees srun's variables.  Read before RANK, which a joined rank
-    sets itself under srun and mpirun (``runtime.launch.export_dist_env``).
+    clusterbench's own launch is ``given`` too (it sets no TORCHELASTIC_RUN_ID; a run whose
+    workers torch's elastic agent started had the run's id there).  torchrun's agent sets
+    TORCHELASTIC_RUN_ID; it comes first: torchrun started by srun also sees srun's variables.
+    Read before RANK, which a joined rank sets itself under srun and mpirun
+    (``runtime.launch.export_dist_env``).
     """
     if given:
         return given
