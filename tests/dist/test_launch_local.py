@@ -165,3 +165,15 @@ def test_a_signal_to_the_launcher_stops_the_workers_with_it(tmp_path: Path, sign
     interrupted = sorted(p.name for p in tmp_path.glob("*.interrupted"))
     assert interrupted == (["rank-0.interrupted", "rank-1.interrupted"]
                            if signame == "SIGINT" else [])  # fmt: skip
+
+
+def test_a_launch_from_another_thread_runs_its_workers(tmp_path: Path) -> None:
+    """Signal handlers are the main thread's only: from another thread the launch goes on
+    without them."""
+    import threading
+
+    seen: list[list[dict[str, str | None]]] = []
+    thread = threading.Thread(target=lambda: seen.append(_launch(tmp_path / "a")))
+    thread.start()
+    thread.join(timeout=120)
+    assert [[s["rank"] for s in ranks] for ranks in seen] == [["0", "1"]]

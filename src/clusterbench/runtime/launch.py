@@ -160,7 +160,7 @@ def launch_local(
     :data:`STOP_GRACE_S` later): no restarts, and the one failure returned is the first seen.
     SIGINT or SIGTERM to this process stops the workers with the same signal (SIGINT after
     :data:`SIGINT_GRACE_S`, since a terminal's Ctrl-C reaches them already) and raises
-    :class:`Interrupted`.  Call from the main thread.
+    :class:`Interrupted` (from the main thread; see :func:`_signals_raise_interrupted`).
     """
     module = entrypoint.partition(":")[0] if isinstance(entrypoint, str) else entrypoint.__module__
     start_fork_server(module)
@@ -205,12 +205,15 @@ class Interrupted(Exception):
 
 @contextlib.contextmanager
 def _signals_raise_interrupted() -> Iterator[None]:
-    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread while this holds."""
+    """SIGINT and SIGTERM raise :class:`Interrupted` while this holds; only the main thread
+    can hold them (from another thread, a Ctrl-C stays the main thread's KeyboardInterrupt)."""
 
     def interrupted(signum: int, frame: Any) -> None:
         raise Interrupted(signum)
 
-    held = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signums = (signal.SIGINT, signal.SIGTERM)
+    main = threading.current_thread() is threading.main_thread()
+    held = {sig: signal.signal(sig, interrupted) for sig in signums} if main else {}
     try:
         yield
     finally:
