@@ -248,6 +248,14 @@ def run(
             check_run_dir(out)
     except ConfigError as exc:
         raise _usage_error(str(exc)) from None
+    gpu_driver = any(Path(p).exists() for p in ("/dev/nvidiactl", "/dev/kfd"))
+    if not plan_only and detect_launcher() is None and device != "cpu" and gpu_driver:
+        # the workers' fork server imports torch while the pipeline is imported: on a fresh GPU
+        # machine that import is the longest wait before the first benchmark (the run starts
+        # it anyway, after these imports)
+        from clusterbench.runtime.launch import start_fork_server
+
+        start_fork_server()
     from clusterbench.pipeline.options import RunOptions
     from clusterbench.pipeline.start import run as run_suite
 
