@@ -92,16 +92,23 @@ def unchanged_line(c: Comparison) -> str:
     return f"{len(unchanged)} unchanged: " + ", ".join(parts)
 
 
+def _unknown_and_worse(c: Comparison) -> tuple[int, int]:
+    """How many changes beyond the practical limit have their noise unknown, and how many of
+    those are worse."""
+    unknown = [r for r in c.rows if _unknown(r)]
+    worse = sum(1 for r in unknown if r.change and (r.change < 0) == (r.direction != "lower"))
+    return len(unknown), worse
+
+
 def no_regressions_line(c: Comparison, *, show_all: bool = False) -> str:
     """'No regressions.', or, with changes whose noise is unknown, how many (and how many of
     them are worse) and how to judge them."""
-    unknown = [r for r in c.rows if _unknown(r)]
+    unknown, worse = _unknown_and_worse(c)
     if not unknown:
         return "No regressions."
-    worse = sum(1 for r in unknown if r.change and (r.change < 0) == (r.direction != "lower"))
     listed = "listed above" if show_all else "--all lists them"
     return (
-        f"No regressions beyond the noise, but {len(unknown)} change(s) beyond the practical "
+        f"No regressions beyond the noise, but {unknown} change(s) beyond the practical "
         f"limit with the noise unknown, {worse} of them worse ({listed}): 3 or more earlier "
         "runs in the history, or repeats in each run, judge them"
     )
@@ -173,13 +180,10 @@ def verdict_line(c: Comparison) -> str:
     held = f"false alarms held at {level} over {judged} judged rows" if judged and level else ""
     if not regressions:
         text = "no regression beyond the noise"
-        unknown = [r for r in c.rows if _unknown(r)]
+        unknown, worse = _unknown_and_worse(c)
         if unknown:
-            worse = sum(
-                1 for r in unknown if r.change and (r.change < 0) == (r.direction != "lower")
-            )
             text += (
-                f", but {len(unknown)} change(s) beyond the practical limit with the noise "
+                f", but {unknown} change(s) beyond the practical limit with the noise "
                 f"unknown, {worse} of them worse: 3 or more earlier runs in the history judge them"
             )
         return f"Verdict: {text} ({held})" if held else f"Verdict: {text}"
