@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 
 from clusterbench import catalog, load_results
-from clusterbench.analysis.compare import compare
+from clusterbench.analyses.compare.comparison import compare
 from clusterbench.schema import Results
 from clusterbench.thresholds import Thresholds
 

@@ -84,6 +84,21 @@ print(f"{name:<9} {wall:>7}  exit {rc}  {phases}  benchmarks {benchmarks:.2f}")
 EOF
     [ "$i" = 1 ] && bare  # the first quick run meets the fresh machine; the bare import next
   done
+  # what the start-up is made of on this machine: its CPU, whether torch's modules are
+  # byte-compiled (a pip install leaves them so), and the slowest imports of a worker
+  {
+    echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+    echo "PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE:-} PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-}"
+    python3 -c '
+import importlib.util, pathlib
+root = pathlib.Path(importlib.util.find_spec("torch").origin).parent
+sources = list(root.rglob("*.py"))
+done = sum(pathlib.Path(importlib.util.cache_from_source(str(s))).exists() for s in sources)
+print(f"torch at {root.parent}: {done} of {len(sources)} modules byte-compiled")'
+    python3 -X importtime -c 'import clusterbench.pipeline.rank' 2>&1 >/dev/null \
+      | sort -t'|' -k2 -n | tail -n 25
+  } >"$OUT/startup-detail.txt" 2>&1
+  cat "$OUT/startup-detail.txt"
   tar czf "$FINAL_OUT/logs.tgz" -C "$OUT" .
   cp "$OUT"/startup.txt "$FINAL_OUT"/ 2>/dev/null
   exit 0

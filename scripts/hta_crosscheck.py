@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clusterbench.analysis import trace_attribution
-from clusterbench.analysis.trace_file import RankTrace, TraceError, _modern_cat, read_trace
+from clusterbench.analyses.trace import attribution as trace_attribution
+from clusterbench.analyses.trace.file import RankTrace, TraceError, _modern_cat, read_trace
 from clusterbench.traces import trace
 
 Event = dict[str, Any]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import tomllib
 
-from clusterbench.analysis.published_validation import validate_cases
+from clusterbench.analyses.prediction.published_validation import validate_cases
 from clusterbench.report.predict_validation import validation_markdown
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.synthetic_
 from tests.synthetic_cluster import cluster_results
 
 from clusterbench import catalog
-from clusterbench.analysis.run import RunAnalysis, report_plots, summary_sections
+from clusterbench.analyses.run import RunAnalysis, report_plots, summary_sections
 from clusterbench.report.html import render_html
 from clusterbench.report.html_assets import plotly_js, plotly_packed
 

@@ -1,6 +1,6 @@
-"""How often the soak's drift rule (clusterbench.analysis.soak.drift_of) calls a drift: on flat
-series with normal noise (false alarms), on a steady fall and on a step (found), each over
-1000 seeds, at the default thresholds.  The numbers quoted in analysis/soak.py come from here.
+"""How often the soak's drift rule (clusterbench.analyses.soak.drift.drift_of) calls a drift:
+on flat series with normal noise (false alarms), on a steady fall and on a step (found), each over
+1000 seeds, at the default thresholds.  The numbers quoted in analyses/soak/drift.py come from here.
 
     python scripts/soak_drift_rates.py
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from clusterbench.analysis.soak import Series, drift_of
+from clusterbench.analyses.soak.drift import Series, drift_of
 from clusterbench.thresholds import Thresholds
 
 SEEDS = 1000

@@ -3,7 +3,7 @@
 Builds a trace of about --mb megabytes from a recorded one (tests/data/traces/h100 by default):
 its events repeated, each copy shifted past the one before, its ProfilerStep spans renumbered,
 written as plain JSON as torch.profiler writes it.  Then, in a fresh process each, reads it
-with clusterbench.analysis.trace_file.read_trace and prints the wall time and the peak
+with clusterbench.analyses.trace.file.read_trace and prints the wall time and the peak
 resident memory, against the same process's peak before reading, per 100 MB of trace.
 
     python scripts/trace_scale.py --mb 1000
@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 _READ = """
 import resource, sys, time
 sys.path.insert(0, {src!r})
-from clusterbench.analysis import trace_file
-from clusterbench.analysis.trace_attribution import attribute
+from clusterbench.analyses.trace import file as trace_file
+from clusterbench.analyses.trace.attribution import attribute
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
 t = trace_file.read_trace({path!r})

@@ -50,7 +50,7 @@ from typing import IO, Any
 
 import psutil
 
-from clusterbench.analysis.trace_pool import default_jobs
+from clusterbench.analyses.trace.pool import default_jobs
 
 ROOT = Path(__file__).resolve().parents[1]
 NCCL_KERNEL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
@@ -258,7 +258,7 @@ def _mb(p: psutil.Process) -> float:
 
 _DRIVER = """
 import sys
-from clusterbench.analysis import trace_attribution
+from clusterbench.analyses.trace import attribution as trace_attribution
 from clusterbench.cli import main
 
 inner = trace_attribution.attribute

@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from clusterbench.analysis.trace_file import find_traces, read_trace
+from clusterbench.analyses.trace.file import find_traces, read_trace
 from clusterbench.benchmarks.attribution import AttributionMetrics
 from clusterbench.pipeline.imported import analyze_traces
 

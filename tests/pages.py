@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from clusterbench.analysis.run import RunAnalysis
+from clusterbench.analyses.run import RunAnalysis
 from clusterbench.schema import Results
 from clusterbench.thresholds import Thresholds
 from clusterbench.views.cells import Section

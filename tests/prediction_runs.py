@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from clusterbench.analysis.comm_model import cost_s
-from clusterbench.analysis.prediction_inputs import assumed_fit
-from clusterbench.analysis.scaling_model import Links, Strategy, Workload, predict_step
+from clusterbench.analyses.prediction.comm_model import cost_s
+from clusterbench.analyses.prediction.inputs import assumed_fit
+from clusterbench.analyses.prediction.scaling_model import Links, Strategy, Workload, predict_step
 from clusterbench.benchmarks.attribution import AttributionMetrics as A
 from clusterbench.benchmarks.collectives import CollectivesMetrics as C
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T

@@ -3,13 +3,26 @@
 Each benchmark is declared by its folder (``benchmarks/<name>/__init__``: one
 :class:`~clusterbench.registry.Benchmark` naming its measurement, settings, metrics, cost
 model, findings, section and figures); adding one is a new folder plus one line here.  The run
-parts (:class:`~clusterbench.registry.RunPart`) are the analyses of the run as a whole; each
-names its findings, section and figures, imported when first used.
+parts (:class:`~clusterbench.registry.RunPart`) are the analyses of the run as a whole, each
+declared by its folder (``analyses/<name>/__init__``: what it computes, its findings, section
+and figures, imported when first used); adding one is a new folder plus one line here.
 """
 
 from __future__ import annotations
 
 from clusterbench import registry
+from clusterbench.analyses import (
+    budget,
+    cost,
+    hosts,
+    nccl,
+    outliers,
+    partition,
+    placement,
+    prediction,
+    soak,
+    telemetry,
+)
 from clusterbench.benchmarks import (
     attribution,
     checkpoint,
@@ -45,50 +58,18 @@ BUILTIN: tuple[Benchmark, ...] = (
     selftest.BENCHMARK,
 )
 
-_A = "clusterbench.analysis"
-_S = "clusterbench.report.sections"
-_F = "clusterbench.report.figures"
 RUN_PARTS: tuple[RunPart, ...] = (
-    RunPart(name="hosts", findings=f"{_A}.hosts:findings"),
-    RunPart(name="nccl", findings=f"{_A}.nccl:nccl_findings"),
-    RunPart(
-        name="prediction",
-        compute=f"{_A}.prediction_findings:prediction_of",
-        findings=f"{_A}.prediction_findings:findings",
-        section=f"{_S}.prediction:section",
-        figures=f"{_F}.prediction:figures",
-    ),
-    RunPart(
-        name="training partition",
-        findings=f"{_A}.partition_findings:run_findings",
-        section=f"{_S}.partition:section",
-        figures=f"{_F}.partition:figures",
-    ),
-    RunPart(
-        name="placement",
-        compute=f"{_A}.placement:run_placements",
-        findings=f"{_A}.placement:findings",
-        section=f"{_S}.placement:section",
-    ),
-    RunPart(
-        name="telemetry",
-        compute=f"{_A}.telemetry:telemetry_analysis",
-        findings=f"{_A}.telemetry:findings",
-        section=f"{_S}.telemetry:section",
-    ),
-    # each benchmark's telemetry series, after its own plots; a soak's over every round
-    RunPart(name="telemetry series", figures=f"{_F}.telemetry:by_benchmark", every_round=True),
-    RunPart(name="budget", findings=f"{_A}.budget:findings"),
-    RunPart(name="outliers", findings=f"{_A}.outliers:outlier_findings"),
-    RunPart(name="cost", section=f"{_S}.cost:section", figures=f"{_F}.cost:figures"),
-    RunPart(
-        name="soak",
-        compute=f"{_A}.soak:soak_analysis",
-        findings=f"{_A}.soak_findings:findings",
-        section=f"{_S}.soak:section",
-        figures=f"{_F}.soak:figures",
-        every_round=True,
-    ),
+    hosts.PART,
+    nccl.PART,
+    prediction.PART,
+    partition.PART,
+    placement.PART,
+    telemetry.PART,
+    telemetry.SERIES,  # each benchmark's telemetry series, after its own plots
+    budget.PART,
+    outliers.PART,
+    cost.PART,
+    soak.PART,
 )
 _NAMES = frozenset(b.name for b in BUILTIN)
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from clusterbench.analysis.baseline import Baseline, builtin_baseline, compare_baseline
-from clusterbench.analysis.compare import Comparison, Match, compare
+from clusterbench.analyses.baseline import Baseline, builtin_baseline, compare_baseline
+from clusterbench.analyses.compare.comparison import Comparison, Match, compare
 from clusterbench.history_db import HistoryError, open_history
 from clusterbench.runtime.atomic import write_text_atomic
 from clusterbench.schema import Results, invalid_results_reason

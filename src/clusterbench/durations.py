@@ -8,7 +8,7 @@ the steps that make the settings smaller, cheapest loss of information first.  :
 applies them until the estimate fits.  Pure: no torch, the same answer on every rank.  It sits
 below the registry (standard library only), so the declarations and the plan both read it.
 
-The plan (``analysis/budget_plan.py``) calibrates each estimate by a measured run
+The plan (``analyses/budget/plan.py``) calibrates each estimate by a measured run
 of the benchmark (history, else the shipped timing table), so what an estimate must get right
 is how the duration scales with the settings; the absolute rates matter only where nothing was
 measured.

@@ -72,10 +72,10 @@ FiguresFn: TypeAlias = "Callable[[list[Measurement], PlotContext], list[Plot]]"
 """``figures(the benchmark's measurements, context)`` -> its plots in the HTML report."""
 RunComputeFn: TypeAlias = "Callable[[Results, Any], object]"
 """``compute(results, run)`` -> a run part's analysis of the run, which its findings, section and
-figures read (:meth:`clusterbench.analysis.run.RunAnalysis.part`) instead of computing again."""
+figures read (:meth:`clusterbench.analyses.run.RunAnalysis.part`) instead of computing again."""
 RunFindingsFn: TypeAlias = "Callable[[Results, Any], list[Finding]]"
 """``findings(results, run)`` -> a run part's findings: ``results`` the round(s) it judges,
-``run`` the run's one analysis, a :class:`clusterbench.analysis.run.RunAnalysis` (its
+``run`` the run's one analysis, a :class:`clusterbench.analyses.run.RunAnalysis` (its
 thresholds, its prediction, its folder; named, not imported: the analysis reads the registry)."""
 RunSectionFn: TypeAlias = "Callable[[Results, Any], Section | None]"
 """``section(results, run)`` -> a run part's section (None: nothing to show)."""

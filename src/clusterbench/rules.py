@@ -1,10 +1,10 @@
 """A benchmark's own rules, named in its :class:`~clusterbench.registry.Benchmark` so that the
 analyses of a whole run (peers, comparisons, the verdict per node) name no benchmark.
 
-- :class:`PeerRules`: how the peer comparison (:mod:`clusterbench.analysis.outliers`) groups
-  its figures and what it advises for a device that falls behind its peers.
+- :class:`PeerRules`: how the peer comparison (:mod:`clusterbench.analyses.outliers.findings`)
+  groups its figures and what it advises for a device that falls behind its peers.
 - :class:`VerdictLabel`: one of its figures in a node's verdict line
-  (:mod:`clusterbench.analysis.verdict`), named as the line names it.
+  (:mod:`clusterbench.analyses.verdict.nodes`), named as the line names it.
 - ``Benchmark.winner_params``: params that name the case that won rather than what was measured
   (:func:`winner_params_of`), left out where comparisons and peers match figures.
 
@@ -36,7 +36,7 @@ def params_of(
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PeerRules:
     """How the run's peer comparison treats a benchmark's figures (each device against its
-    identical peers: :mod:`clusterbench.analysis.outliers`)."""
+    identical peers: :mod:`clusterbench.analyses.outliers.findings`)."""
 
     judged: bool = True
     """False: its figures are never compared across devices (a barrier's wait is longest on the

@@ -13,7 +13,7 @@ import pytest
 from tests.helpers import busy_core, cli, wait_for_activity
 
 from clusterbench import load_results
-from clusterbench.analysis.compare import compare
+from clusterbench.analyses.compare.comparison import compare
 from clusterbench.thresholds import Thresholds
 
 pytestmark = pytest.mark.dist

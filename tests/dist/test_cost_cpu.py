@@ -13,8 +13,8 @@ import pytest
 from tests.helpers import cpu_run
 from typer.testing import CliRunner
 
-from clusterbench.analysis.cost import cost_table
-from clusterbench.analysis.cost_prices import CloudOffer, CostRequest
+from clusterbench.analyses.cost.table import cost_table
+from clusterbench.analyses.cost.prices import CloudOffer, CostRequest
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T
 from clusterbench.cli import app
 

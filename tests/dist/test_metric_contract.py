@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.dist, pytest.mark.xdist_group(QUICK_RUN)]
 
 BASELINE = Path(__file__).parents[1] / "data" / "cpu_suite_metrics.json"
 READERS = (
-    "clusterbench.analysis",
+    "clusterbench.analyses",
     "clusterbench.judging",
     "clusterbench.report",
     "clusterbench.views",

@@ -12,10 +12,10 @@ import pytest
 from tests.helpers import cpu_run
 
 from clusterbench import load_results
-from clusterbench.analysis.placement_facts import placements
+from clusterbench.analyses.placement.facts import placements
 from clusterbench.doctor.numa_cpu import format_cpulist
 from clusterbench.report.markdown import render_markdown
-from clusterbench.report.sections.placement import section
+from clusterbench.analyses.placement.section import section
 from clusterbench.schema import Results
 from tests.pages import analysis
 

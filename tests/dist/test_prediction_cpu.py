@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.analysis.prediction import predict
+from clusterbench.analyses.prediction.predict import predict
 from clusterbench.benchmarks.training.decoder import Decoder
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T
 from clusterbench.model_shapes import DECODER_PRESETS

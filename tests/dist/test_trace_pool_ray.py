@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from clusterbench import load_results
-from clusterbench.analysis.trace_file import RankTrace, TraceError
-from clusterbench.analysis.trace_pool import read_traces
+from clusterbench.analyses.trace.file import RankTrace, TraceError
+from clusterbench.analyses.trace.pool import read_traces
 from tests.dist.test_ray_cpu import _free_port, _ray_start, _stop
 
 pytest.importorskip("ray", reason="needs Ray: pip install 'clusterbench[ray]'")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusterbench.analysis.run import report_plots, summary_sections
+from clusterbench.analyses.run import report_plots, summary_sections
 from clusterbench import catalog, registry
 from clusterbench.benchmarks.weight_update.optimizers import LAYOUTS, OPTIMIZERS
 from clusterbench.schema import Results

@@ -4,8 +4,8 @@
 how many of them recorded a measurement.  Its folder takes the built-in run parts' shape: what
 it computes of the run, once (:mod:`.compute`), its findings (:mod:`.findings`) and its
 summary section (:mod:`.section`), named below as ``"module:function"``.  A built-in run part
-is this declaration as one line of ``clusterbench.catalog.RUN_PARTS`` (its compute and
-findings in ``analysis/``, its section in ``report/sections/``); one of one's own is
+is such a folder under ``clusterbench/analyses/`` whose ``__init__`` declares ``PART``, and one
+line of ``clusterbench.catalog.RUN_PARTS``; one of one's own is
 registered with ``registry.register_run_part(RUN_PART)``, as
 ``tests/unit/test_example_run_part.py`` does.  Nothing in clusterbench names it: the
 registration makes ``analyze`` apply its findings and ``summary_sections`` show its section,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from clusterbench.analysis.view import RunView
+from clusterbench.analyses.view import RunView
 from clusterbench.schema import Results
 
 __all__ = ["NAME", "HostCoverage", "coverage"]

@@ -3,7 +3,7 @@ compute it again."""
 
 from __future__ import annotations
 
-from clusterbench.analysis.view import RunView
+from clusterbench.analyses.view import RunView
 from clusterbench.schema import Finding, Results
 from tests.example_run_part.compute import NAME, HostCoverage
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clusterbench.analysis.view import RunView
+from clusterbench.analyses.view import RunView
 from clusterbench.schema import Results
 from clusterbench.views.cells import Grid, Section
 from tests.example_run_part.compute import NAME, HostCoverage

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.analysis import trace_attribution
-from clusterbench.analysis.trace_file import find_traces, read_trace
+from clusterbench.analyses.trace import attribution as trace_attribution
+from clusterbench.analyses.trace.file import find_traces, read_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.analysis.comm_model import (
+from clusterbench.analyses.prediction.comm_model import (
     collectives_fit,
 )
 from clusterbench.schema import load_results

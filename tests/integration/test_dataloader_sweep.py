@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from clusterbench.analysis.compare import compare
+from clusterbench.analyses.compare.comparison import compare
 from clusterbench.benchmarks.dataloader import measure as dl
 from clusterbench.benchmarks.sweep_stop import SweepStop
 from clusterbench.config import Thresholds

@@ -25,7 +25,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 from clusterbench import catalog
-from clusterbench.analysis.run import analyze, report_plots, summary_sections
+from clusterbench.analyses.run import analyze, report_plots, summary_sections
 from clusterbench.pipeline.finish import REPORT_FILE
 from clusterbench.report.html import render_html
 from clusterbench.report.html_assets import needs_full_bundle, plotly_js

@@ -15,8 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from clusterbench.analysis.trace_file import RankTrace, TraceError
-from clusterbench.analysis.trace_pool import read_traces
+from clusterbench.analyses.trace.file import RankTrace, TraceError
+from clusterbench.analyses.trace.pool import read_traces
 
 TRACES = sorted((Path(__file__).parents[1] / "data" / "traces").rglob("*.json.gz"))
 

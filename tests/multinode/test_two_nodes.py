@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from clusterbench import load_results
-from clusterbench.analysis.placement_facts import placements
+from clusterbench.analyses.placement.facts import placements
 from tests.multinode.netns import SimulatedCluster, available
 
 pytestmark = [

@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from clusterbench import catalog
-from clusterbench.analysis.trials import tried
+from clusterbench.analyses.trials import tried
 from clusterbench.judging.advice import (
     advice_evidence,
     advice_of,

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from clusterbench import catalog
-from clusterbench.analysis import placement, prediction_findings
-from clusterbench.analysis.prediction import predict
+from clusterbench.analyses.placement import placements as placement
+from clusterbench.analyses.prediction import findings as prediction_findings
+from clusterbench.analyses.prediction.predict import predict
 from clusterbench.benchmarks.attribution.accum import accum_idle_findings
 from clusterbench.benchmarks.collectives.tune_findings import tune_findings
 from clusterbench.benchmarks.dataloader import findings as dataloader

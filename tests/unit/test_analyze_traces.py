@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from clusterbench.analysis import trace_file
-from clusterbench.analysis.trace_attribution import attribute
+from clusterbench.analyses.trace import file as trace_file
+from clusterbench.analyses.trace.attribution import attribute
 from clusterbench.cli import app
 from clusterbench.history_db import open_history
 from clusterbench.schema import Results, load_results

@@ -87,11 +87,11 @@ def test_circle_finder_sees_function_level_and_type_checking_imports(tmp_path, m
     [
         ("clusterbench.benchmarks", "clusterbench.report"),
         ("clusterbench.views", "clusterbench.benchmarks"),
-        ("clusterbench.views", "clusterbench.analysis"),
+        ("clusterbench.views", "clusterbench.analyses"),
         ("clusterbench.registry", "clusterbench.catalog"),
-        ("clusterbench.analysis", "clusterbench.report"),
-        ("clusterbench.analysis", "clusterbench.benchmarks"),
-        ("clusterbench.benchmarks", "clusterbench.analysis"),
+        ("clusterbench.analyses", "clusterbench.report"),
+        ("clusterbench.analyses", "clusterbench.benchmarks"),
+        ("clusterbench.benchmarks", "clusterbench.analyses"),
         ("clusterbench.declared", "clusterbench.benchmarks"),
         ("clusterbench.runtime", "clusterbench.benchmarks"),
         ("clusterbench.schema", "clusterbench.runtime"),
@@ -105,7 +105,7 @@ def test_measurement_never_reaches_up(importer: str, imported: str) -> None:
 
 
 def _top(module: str) -> str:
-    """``clusterbench.analysis.run`` -> ``clusterbench.analysis``."""
+    """``clusterbench.analyses.run`` -> ``clusterbench.analyses``."""
     return ".".join(module.split(".")[:2])
 
 

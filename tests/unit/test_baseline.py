@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.analysis.baseline import Baseline, build_baseline, compare_baseline
+from clusterbench.analyses.baseline import Baseline, build_baseline, compare_baseline
 from clusterbench.compare_io import builtin_baseline, load_baseline, write_baseline
 from clusterbench.schema import GpuInfo, HostInfo, Measurement, Results
 from clusterbench.thresholds import Thresholds

@@ -10,8 +10,8 @@ import dataclasses
 import pytest
 
 from clusterbench import catalog, registry
-from clusterbench.analysis import budget as budget_findings
-from clusterbench.analysis.budget_plan import PlanInput, Reference, make_plan, reserve_s
+from clusterbench.analyses.budget import findings as budget_findings
+from clusterbench.analyses.budget.plan import PlanInput, Reference, make_plan, reserve_s
 from clusterbench.benchmarks.attribution import sweep_counts
 from clusterbench.benchmarks.attribution.duration import estimate as attribution_estimate
 from clusterbench.benchmarks.collectives.duration import estimate as collectives_estimate

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from clusterbench.analysis.run import analyze
+from clusterbench.analyses.run import analyze
 from clusterbench.benchmarks.collectives import CollectivesConfig
 from clusterbench.benchmarks.collectives.findings import (
     findings,

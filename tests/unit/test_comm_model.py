@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from clusterbench.analysis.comm_model import (
+from clusterbench.analyses.prediction.comm_model import (
     Algorithm,
     Fit,
     coefficients,

@@ -7,8 +7,13 @@ from pathlib import Path
 import pytest
 
 from clusterbench import catalog  # noqa: F401  (declares the built-in metrics)
-from clusterbench.analysis.compare import Comparison, ComparisonRow, compare, metadata_diff
-from clusterbench.analysis.noise import log_spread
+from clusterbench.analyses.compare.comparison import (
+    Comparison,
+    ComparisonRow,
+    compare,
+    metadata_diff,
+)
+from clusterbench.analyses.compare.noise import log_spread
 from clusterbench.schema import (
     GpuInfo,
     HostInfo,

@@ -11,7 +11,7 @@ import re
 import pytest
 from rich.console import Console
 
-from clusterbench.analysis.run import summary_sections
+from clusterbench.analyses.run import summary_sections
 from clusterbench.benchmarks.collectives.section import collective_grids
 from clusterbench.report.console import fold_constant_columns, render_summary
 from clusterbench.report.markdown import render_markdown

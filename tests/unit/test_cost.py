@@ -11,15 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from clusterbench.analysis.cost import (
-    cost_table,
-    gpu_hours_per_unit,
-    monthly_usd,
-    train_seconds,
-    usd_per_unit,
-)
-from clusterbench.analysis.cost_findings import wasted_fraction
-from clusterbench.analysis.cost_prices import (
+from clusterbench.analyses.cost.findings import wasted_fraction
+from clusterbench.analyses.cost.prices import (
     CloudOffer,
     CostRequest,
     OnPremOffer,
@@ -31,7 +24,14 @@ from clusterbench.analysis.cost_prices import (
     offers_from_table,
     parse_amount,
 )
-from clusterbench.analysis.run import summary_sections
+from clusterbench.analyses.cost.table import (
+    cost_table,
+    gpu_hours_per_unit,
+    monthly_usd,
+    train_seconds,
+    usd_per_unit,
+)
+from clusterbench.analyses.run import summary_sections
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T
 from clusterbench.cli import app
 from clusterbench.metrics import Metric
@@ -223,7 +223,7 @@ def test_what_is_not_an_amount(bad: object) -> None:
 @pytest.mark.parametrize("bad", ["-1", "0", "nan", "inf", "-0.5"])
 def test_a_bad_price_is_refused(bad: str) -> None:
     with pytest.raises(PriceError, match="positive finite"):
-        from clusterbench.analysis.cost_prices import offer_from
+        from clusterbench.analyses.cost.prices import offer_from
 
         offer_from("cloud", {"gpu_hour": bad}, label=lambda f: f"--{f}")
 

@@ -14,12 +14,13 @@ from pathlib import Path
 import plotly.graph_objects as go
 import pytest
 
-from clusterbench.analysis.cost import CostTable, cost_table
-from clusterbench.analysis.cost_export import cost_measurements, with_cost
-from clusterbench.analysis.cost_findings import PricedFinding
-from clusterbench.analysis.cost_prices import CloudOffer, CostRequest, OnPremOffer
-from clusterbench.analysis.prediction import predict
-from clusterbench.analysis.run import report_plots, summary_sections
+from clusterbench.analyses.cost import section as cost_section
+from clusterbench.analyses.cost.export import cost_measurements, with_cost
+from clusterbench.analyses.cost.findings import PricedFinding
+from clusterbench.analyses.cost.prices import CloudOffer, CostRequest, OnPremOffer
+from clusterbench.analyses.cost.table import CostTable, cost_table
+from clusterbench.analyses.prediction.predict import predict
+from clusterbench.analyses.run import report_plots, summary_sections
 from clusterbench.benchmarks.attribution import AttributionMetrics as A
 from clusterbench.benchmarks.training.findings import scaling_findings
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T
@@ -30,7 +31,6 @@ from clusterbench.report import export_prometheus
 from clusterbench.report.export import csv_text
 from clusterbench.report.html import render_html
 from clusterbench.report.html_tables import grid_table
-from clusterbench.report.sections import cost as cost_section
 from clusterbench.schema import Finding, Measurement, Results
 from clusterbench.thresholds import run_thresholds
 from tests.pages import analysis

@@ -24,7 +24,7 @@ import pytest
 from rich.console import Console
 
 from clusterbench import catalog
-from clusterbench.analysis.run import RunAnalysis, analyze
+from clusterbench.analyses.run import RunAnalysis, analyze
 from clusterbench.report.console import render_summary
 from clusterbench.schema import Results
 from tests.synthetic_cluster import cluster_results
@@ -180,7 +180,7 @@ def today() -> list[tuple[str, str]]:
 def compared() -> list[tuple[str, str]]:
     """The fixed-form lines of today's comparisons: no change with three earlier runs, a
     regression they judge, and changes whose noise is unknown."""
-    from clusterbench.analysis.compare import compare
+    from clusterbench.analyses.compare.comparison import compare
     from clusterbench.report.compare import render_comparison
     from clusterbench.thresholds import Thresholds
     from tests.unit.test_compare import meas, results, samples

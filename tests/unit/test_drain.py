@@ -12,7 +12,7 @@ from io import StringIO
 import pytest
 from rich.console import Console
 
-from clusterbench.analysis.drain import drain_list
+from clusterbench.analyses.drain.drain_list import drain_list
 from clusterbench.benchmarks.pair_plan import (
     met_pairs,
     resolve_strategy,

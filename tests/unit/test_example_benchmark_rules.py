@@ -14,8 +14,8 @@ from types import ModuleType
 import pytest
 
 from clusterbench import metrics, registry
-from clusterbench.analysis.baseline import build_baseline
-from clusterbench.analysis.verdict import node_verdicts
+from clusterbench.analyses.baseline import build_baseline
+from clusterbench.analyses.verdict.nodes import node_verdicts
 from clusterbench.config import ConfigError, build_run_config
 from clusterbench.schema import Results
 from tests.unit.test_compare import meas, results

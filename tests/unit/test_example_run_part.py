@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 
 from clusterbench import registry
-from clusterbench.analysis.run import RunAnalysis, analyze, summary_sections
+from clusterbench.analyses.run import RunAnalysis, analyze, summary_sections
 from clusterbench.schema import Finding, Results
 from tests.synthetic_cluster import cluster_results
 

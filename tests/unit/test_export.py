@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 import clusterbench.catalog  # noqa: F401  (the metric declarations: HELP texts)
-from clusterbench.analysis.trend import param_text
+from clusterbench.analyses.trend import param_text
 from clusterbench.cli import app
 from clusterbench.report import export_prometheus
 from clusterbench.report.export import (

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from clusterbench.analysis.comm_model import nonnegative_least_squares
-from clusterbench.analysis.scaling_model import golden_section_min
+from clusterbench.analyses.prediction.comm_model import nonnegative_least_squares
+from clusterbench.analyses.prediction.scaling_model import golden_section_min
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -69,7 +69,7 @@ def test_golden_section_finds_scipys_bounded_minimum(seed: int) -> None:
 def test_student_t_quantile_equals_scipys(confidence: float) -> None:
     from scipy import stats
 
-    from clusterbench.analysis.comm_model import student_t_quantile
+    from clusterbench.analyses.prediction.comm_model import student_t_quantile
 
     for dof in [*range(1, 40), 99, 100, 500]:
         ours = student_t_quantile(dof, confidence)

@@ -1,4 +1,4 @@
-"""Change points of a metric's series (analysis/trend.py) and the selector syntax."""
+"""Change points of a metric's series (analyses/trend.py) and the selector syntax."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from clusterbench.analysis.trend import (
+from clusterbench.analyses.trend import (
     Selector,
     change_points,
     parse_selector,

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from clusterbench import catalog, load_results, registry
-from clusterbench.analysis.run import report_plots, summary_sections
+from clusterbench.analyses.run import report_plots, summary_sections
 from clusterbench.cli import app
 from clusterbench.config import build_run_config
 from clusterbench.pipeline.finish import REPORT_FILE, finish, write_partial, write_results

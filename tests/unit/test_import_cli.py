@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from clusterbench.analysis.nccl_tests import parse_texts
+from clusterbench.analyses.nccl.nccl_tests import parse_texts
 from clusterbench.cli import app
 from clusterbench.history_db import open_history
 from clusterbench.schema import load_results

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from clusterbench.analysis.nccl import nccl_findings
+from clusterbench.analyses.nccl.findings import nccl_findings
 from clusterbench.schema import GpuInfo, HostInfo, NcclRankInfo, Results, RunInfo, ToolInfo
 from tests.pages import analysed
 

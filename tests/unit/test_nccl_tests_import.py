@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from clusterbench.analysis.nccl_tests import (
+from clusterbench.analyses.nccl.nccl_tests import (
     hosts,
     measurements,
     parse_json,

@@ -1,4 +1,4 @@
-"""The noise model of a comparison (analysis/noise.py): Student's t tail, spreads, Simes and
+"""The noise model of a comparison (analyses/compare/noise.py): Student's t tail, spreads, Simes and
 Benjamini-Hochberg, held to scipy and to hand-worked cases."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ import random
 import pytest
 from scipy import stats
 
-from clusterbench.analysis.compare_rule import Judged, control_false_alarms
-from clusterbench.analysis.noise import (
+from clusterbench.analyses.compare.noise import (
     GROUP_MIN,
     bh_cutoff,
     group_spread,
@@ -18,6 +17,7 @@ from clusterbench.analysis.noise import (
     simes_p,
     t_two_sided_p,
 )
+from clusterbench.analyses.compare.rule import Judged, control_false_alarms
 
 
 @pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 8, 19, 30])

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from clusterbench import registry
-from clusterbench.analysis.outliers import (
+from clusterbench.analyses.outliers.findings import (
     log_spread,
     noise_limit,
     peer_outliers,
@@ -16,7 +16,7 @@ from clusterbench.analysis.outliers import (
     repeat_cv,
     robust_zscores,
 )
-from clusterbench.analysis.run import analyze
+from clusterbench.analyses.run import analyze
 from clusterbench.metrics import better_direction, declared_sets
 from clusterbench.schema import (
     Finding,

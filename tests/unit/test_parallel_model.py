@@ -1,5 +1,5 @@
 """The step model of tensor, pipeline, context, expert and data parallelism
-(analysis/parallel_model.py) against worked examples of its sources."""
+(analyses/prediction/parallel_model.py) against worked examples of its sources."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from clusterbench.analysis.parallel_model import (
+from clusterbench.analyses.prediction.inputs import assumed_fit
+from clusterbench.analyses.prediction.parallel_model import (
     DDP_BUCKET_BYTES,
     Layout,
     Shape,
@@ -21,8 +22,7 @@ from clusterbench.analysis.parallel_model import (
     step_breakdown,
     tp_all_reduces_per_layer,
 )
-from clusterbench.analysis.prediction_inputs import assumed_fit
-from clusterbench.analysis.scaling_model import Links
+from clusterbench.analyses.prediction.scaling_model import Links
 
 NVLINK = 300e9  # B/s
 RAIL = 25e9
@@ -171,7 +171,7 @@ def test_data_parallel_alone_is_the_runs_prediction(
 ) -> None:
     # one model, two front doors: a DP-only layout with a measured overlap fraction gives the
     # step the run's prediction (scaling_model.predict_step) gives for the same links
-    from clusterbench.analysis.scaling_model import Workload, predict_step
+    from clusterbench.analyses.prediction.scaling_model import Workload, predict_step
 
     links = _links(alpha=7e-6)
     grad_bytes = 2.6e9

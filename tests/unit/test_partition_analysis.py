@@ -1,4 +1,4 @@
-"""The partition search judged (analysis/partition.py, partition_findings.py) and shown
+"""The partition search judged (analyses/partition/search.py, partition_findings.py) and shown
 (report sections and figures): a clear win over the default is recommended as measured
 advice, noise is not, predicted rows come from the scaling model on the run's links (the same
 numbers as a direct predict_step call) and are never recommended; the table ranks and marks,
@@ -13,17 +13,17 @@ import plotly.graph_objects as go
 import pytest
 
 from clusterbench import catalog
-from clusterbench.analysis.partition import analyse
-from clusterbench.analysis.partition_findings import partition_finding, run_findings
-from clusterbench.analysis.prediction import predict
-from clusterbench.analysis.run import report_plots, summary_sections
-from clusterbench.analysis.scaling_model import Links, Workload, predict_step
+from clusterbench.analyses.partition.figures import figures as partition_figures
+from clusterbench.analyses.partition.findings import partition_finding, run_findings
+from clusterbench.analyses.partition.search import analyse
+from clusterbench.analyses.partition.section import PARTITION
+from clusterbench.analyses.partition.section import section as partition_section
+from clusterbench.analyses.prediction.predict import predict
+from clusterbench.analyses.prediction.scaling_model import Links, Workload, predict_step
+from clusterbench.analyses.run import report_plots, summary_sections
 from clusterbench.benchmarks.training import findings as training
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T
 from clusterbench.judging.advice import ADVICE_KEY, advice_of
-from clusterbench.report.figures.partition import figures as partition_figures
-from clusterbench.report.sections.partition import PARTITION
-from clusterbench.report.sections.partition import section as partition_section
 from clusterbench.schema import Measurement, ParamValue, Results, RunInfo, Stats, ToolInfo
 from clusterbench.thresholds import Thresholds
 from tests.pages import analysed

@@ -10,19 +10,19 @@ from typing import Any
 
 import pytest
 
-from clusterbench.analysis import placement
-from clusterbench.analysis.placement_facts import placements, rank_order, training_groups
-from clusterbench.analysis.placement_flags import (
+from clusterbench.analyses.placement import placements as placement
+from clusterbench.analyses.placement.facts import placements, rank_order, training_groups
+from clusterbench.analyses.placement.flags import (
     TORCH_NUMA_BINDING,
     binding_fix,
     block_order_fix,
     mpi_map_follows_gpus,
 )
-from clusterbench.analysis.placement_summary import numa_cost
+from clusterbench.analyses.placement.section import MAX_RANK_ROWS, section
+from clusterbench.analyses.placement.summary import numa_cost
 from clusterbench.benchmarks.doctor.numa import numa_copies, numa_legs, remote_copy_finding
 from clusterbench.doctor import RankSlot, Sources, numa_cpu
 from clusterbench.doctor.placement import check_placement, launcher_kind, nvlink_domains
-from clusterbench.report.sections.placement import MAX_RANK_ROWS, section
 from clusterbench.schema import (
     CpuInfo,
     Finding,
@@ -312,7 +312,7 @@ def test_launcher_kind_from_the_environment() -> None:
 
 
 def test_fixes_under_ray_say_what_ray_does() -> None:
-    from clusterbench.analysis.placement_flags import binding_fix, block_order_fix
+    from clusterbench.analyses.placement.flags import binding_fix, block_order_fix
 
     bind = binding_fix("ray", gpu_numa=[0, 1], host=None)
     assert bind.startswith("Ray Train binds no rank to a NUMA node; to bind them, launch with ")

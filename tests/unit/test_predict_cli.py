@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from clusterbench.analysis.prediction import predict
+from clusterbench.analyses.prediction.predict import predict
 from clusterbench.cli import app
 from clusterbench.schema import Results
 from tests.prediction_runs import run_of

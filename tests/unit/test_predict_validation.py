@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from clusterbench.analysis.published_validation import robust_sigma, validate_cases
-from clusterbench.analysis.stated_workload import MODEL_ERROR_SIGMA, predict_workload
+from clusterbench.analyses.prediction.published_validation import robust_sigma, validate_cases
+from clusterbench.analyses.prediction.stated_workload import MODEL_ERROR_SIGMA, predict_workload
 from clusterbench.report.predict_validation import validation_markdown
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,15 +10,19 @@ import math
 
 import pytest
 
-from clusterbench.analysis import prediction_findings
-from clusterbench.analysis.prediction import NIC_CEILING_GBPS, NoPrediction, applies, predict
-from clusterbench.analysis.prediction_inputs import (
+from clusterbench.analyses.prediction import findings as prediction_findings
+from clusterbench.analyses.prediction.inputs import (
     ASSUMED_INTER_ALPHA_S,
     ASSUMED_INTRA_ALPHA_S,
     DEFAULT_NIC_GBPS,
 )
-from clusterbench.analysis.run import analyze
-from clusterbench.analysis.scaling_model import (
+from clusterbench.analyses.prediction.predict import (
+    NIC_CEILING_GBPS,
+    NoPrediction,
+    applies,
+    predict,
+)
+from clusterbench.analyses.prediction.scaling_model import (
     Links,
     Workload,
     bandwidth_for_efficiency,
@@ -27,9 +31,10 @@ from clusterbench.analysis.scaling_model import (
     predict_step,
     validate,
 )
+from clusterbench.analyses.prediction.section import predictions_grid
+from clusterbench.analyses.run import analyze
 from clusterbench.benchmarks.training.decoder import Decoder
 from clusterbench.model_shapes import DECODER_PRESETS
-from clusterbench.report.sections.prediction import predictions_grid
 from clusterbench.thresholds import Thresholds
 from tests.pages import analysed
 from tests.prediction_runs import COMPUTE_S, GRAD_BYTES, INTER, INTRA, model_steps, run_of

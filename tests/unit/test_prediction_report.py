@@ -12,13 +12,13 @@ import plotly.graph_objects as go
 import pytest
 
 from clusterbench import catalog
-from clusterbench.analysis.prediction import predict
-from clusterbench.analysis.run import report_plots, summary_sections
+from clusterbench.analyses.prediction import figures as prediction_figures
+from clusterbench.analyses.prediction import section as prediction_section
+from clusterbench.analyses.prediction.predict import predict
+from clusterbench.analyses.run import report_plots, summary_sections
 from clusterbench.benchmarks.training.settings import TrainingMetrics as T
-from clusterbench.report.figures import prediction as prediction_figures
 from clusterbench.report.html import render_html
 from clusterbench.report.markdown import render_markdown
-from clusterbench.report.sections import prediction as prediction_section
 from clusterbench.views.plots import Plot
 from tests.html_page import parse_page
 from tests.pages import analysed, analysis
@@ -153,8 +153,8 @@ def test_the_page_embeds_the_curves_and_shows_the_section_once() -> None:
 def test_the_findings_section_and_figures_share_the_runs_one_prediction(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from clusterbench.analysis import prediction as module
-    from clusterbench.analysis.run import RunAnalysis, analyze
+    from clusterbench.analyses.prediction import predict as module
+    from clusterbench.analyses.run import RunAnalysis, analyze
 
     calls: list[int] = []
     real = module.predict

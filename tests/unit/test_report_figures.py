@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 import pytest
 
 from clusterbench import catalog, registry
-from clusterbench.analysis.run import report_plots
+from clusterbench.analyses.run import report_plots
 from clusterbench.benchmarks.attribution import AttributionMetrics as A
 from clusterbench.benchmarks.attribution import figures as attribution_figures
 from clusterbench.benchmarks.attribution import findings as attribution_analysis

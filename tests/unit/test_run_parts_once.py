@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from clusterbench.analysis import placement_facts, soak, soak_telemetry
-from clusterbench.analysis.run import RunAnalysis, analyze
+from clusterbench.analyses.placement import facts as placement_facts
+from clusterbench.analyses.run import RunAnalysis, analyze
+from clusterbench.analyses.soak import drift as soak
+from clusterbench.analyses.soak import telemetry as soak_telemetry
 from clusterbench.report.console import render_summary
 from clusterbench.report.html import render_html
 from clusterbench.report.markdown import render_markdown

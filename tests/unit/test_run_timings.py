@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from clusterbench import registry
-from clusterbench.analysis.duration import (
+from clusterbench.analyses.duration import (
     Expected,
     PastTimings,
     TimingTable,

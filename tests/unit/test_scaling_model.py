@@ -9,8 +9,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from clusterbench.analysis.comm_model import Fit, cost_s, fit_alpha_beta
-from clusterbench.analysis.scaling_model import (
+from clusterbench.analyses.prediction.comm_model import Fit, cost_s, fit_alpha_beta
+from clusterbench.analyses.prediction.scaling_model import (
     Links,
     Strategy,
     Workload,

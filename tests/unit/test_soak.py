@@ -9,15 +9,15 @@ from pathlib import Path
 import plotly.graph_objects as go
 import pytest
 
-from clusterbench.analysis.compare import compare, index_measurements
-from clusterbench.analysis.run import analyze, summary_sections
-from clusterbench.analysis.soak import MIN_ROUNDS, drift_of, round_noise, soak_series
-from clusterbench.analysis.soak_findings import findings as soak_findings
-from clusterbench.analysis.soak_findings import ranges_text
+from clusterbench.analyses.compare.comparison import compare, index_measurements
+from clusterbench.analyses.run import analyze, summary_sections
+from clusterbench.analyses.soak.drift import MIN_ROUNDS, drift_of, round_noise, soak_series
+from clusterbench.analyses.soak.figures import figures as soak_figures
+from clusterbench.analyses.soak.findings import findings as soak_findings
+from clusterbench.analyses.soak.findings import ranges_text
+from clusterbench.analyses.soak.section import section as soak_section
+from clusterbench.analyses.soak.section import soak_line
 from clusterbench.config import ConfigError, build_run_config
-from clusterbench.report.figures.soak import figures as soak_figures
-from clusterbench.report.sections.soak import section as soak_section
-from clusterbench.report.sections.soak import soak_line
 from clusterbench.runtime.records import End, FindingRecord, Record, Start
 from clusterbench.runtime.rounds import (
     RoundPolicy,
@@ -429,7 +429,7 @@ def test_soak_section_line_and_figures() -> None:
 
 
 def test_the_findings_the_finish_adds_are_in_the_soak_round_the_pages_read() -> None:
-    from clusterbench.analysis.run import RunAnalysis
+    from clusterbench.analyses.run import RunAnalysis
 
     results = _soak([_m(1000.0 - k, k) for k in range(3)], rounds_=3)
     run = RunAnalysis(results)

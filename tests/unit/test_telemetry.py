@@ -15,16 +15,16 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from clusterbench.analysis import telemetry as analysis
-from clusterbench.analysis.run import report_plots
+from clusterbench.analyses.run import report_plots
+from clusterbench.analyses.telemetry import figures as telemetry_figures
+from clusterbench.analyses.telemetry import judge as analysis
+from clusterbench.analyses.telemetry import section as telemetry_section
 from clusterbench.config import ConfigError, build_run_config
 from clusterbench.hardware import gpu_telemetry
 from clusterbench.hardware.gpu_telemetry import AmdSmiReader, NvmlReader, open_reader
 from clusterbench.pipeline import rank as worker
 from clusterbench.pipeline.assemble import RunMeta, assemble_results
 from clusterbench.pipeline.spec import RunSpec
-from clusterbench.report.figures import telemetry as telemetry_figures
-from clusterbench.report.sections import telemetry as telemetry_section
 from clusterbench.runtime.records import (
     End,
     MeasurementRecord,

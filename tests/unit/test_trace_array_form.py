@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from clusterbench.analysis import trace_file
+from clusterbench.analyses.trace import file as trace_file
 from clusterbench.pipeline.imported import analyze_traces
 
 SLOW = Path(__file__).parents[1] / "data" / "traces" / "cpu-gloo-slow-rank"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.analysis.trace_checks import check_traces, format_ranks
-from clusterbench.analysis.trace_file import NoRankError, RankTrace, TraceError, read_trace
+from clusterbench.analyses.trace.checks import check_traces, format_ranks
+from clusterbench.analyses.trace.file import NoRankError, RankTrace, TraceError, read_trace
 from clusterbench.schema import Finding
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces"

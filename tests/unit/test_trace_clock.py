@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.analysis import trace_attribution
-from clusterbench.analysis.trace_file import RankTrace
+from clusterbench.analyses.trace import attribution as trace_attribution
+from clusterbench.analyses.trace.file import RankTrace
 from clusterbench.benchmarks.attribution.findings import find_straggler, straggler_findings
 from clusterbench.schema import Results, RunInfo, ToolInfo
 from clusterbench.traces import ranks, whatif

@@ -13,7 +13,7 @@ from typing import Any
 import ijson
 import pytest
 
-from clusterbench.analysis import trace_events
+from clusterbench.analyses.trace import events as trace_events
 
 TRACES = sorted((Path(__file__).parents[1] / "data" / "traces").rglob("*.json.gz"))
 

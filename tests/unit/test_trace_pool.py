@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.analysis.trace_file import RankTrace, TraceError, read_trace
-from clusterbench.analysis.trace_pool import default_jobs, read_traces
+from clusterbench.analyses.trace.file import RankTrace, TraceError, read_trace
+from clusterbench.analyses.trace.pool import default_jobs, read_traces
 
 TRACES = sorted((Path(__file__).parents[1] / "data" / "traces").rglob("*.json.gz"))
 

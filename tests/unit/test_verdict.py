@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from clusterbench.analysis.baseline import builtin_baseline
-from clusterbench.analysis.verdict import node_verdicts, other_findings_line
+from clusterbench.analyses.baseline import builtin_baseline
+from clusterbench.analyses.verdict.nodes import node_verdicts, other_findings_line
 from clusterbench.report.verdict import verdict_lines
 from clusterbench.schema import ErrorRecord, Finding, GpuInfo, HostInfo
 from tests.pages import analysis

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from clusterbench.analysis import hosts as hosts_analysis
-from clusterbench.analysis.hosts import unknown_sku_findings
-from clusterbench.analysis.run import analyze
+from clusterbench.analyses.hosts import findings as hosts_analysis
+from clusterbench.analyses.hosts.findings import unknown_sku_findings
+from clusterbench.analyses.run import analyze
 from clusterbench.benchmarks.gemm import findings as gemm_analysis
 from clusterbench.benchmarks.gemm.findings import (
     gemm_correctness_findings,

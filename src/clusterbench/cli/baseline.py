@@ -52,7 +52,7 @@ def baseline_build(
 ) -> None:
     """Build a fleet baseline: per (benchmark, metric, params, GPU model) the median, the MAD
     and the count over every device of every run given, with the runs it came from."""
-    from clusterbench.analysis.baseline import build_baseline
+    from clusterbench.analyses.baseline import build_baseline
     from clusterbench.compare_io import load_run, write_baseline
 
     loaded = []

@@ -154,7 +154,7 @@ def _compare_thresholds(config: Path | None, sets: list[str]) -> Thresholds:
 
 def _print_run(outcome: RunOutcome, *, verbose: bool) -> None:
     """The run's summary, its comparison, where its files went; or why nothing ran."""
-    from clusterbench.analysis.run import RunAnalysis
+    from clusterbench.analyses.run import RunAnalysis
     from clusterbench.report.console import render_summary
 
     results = outcome.results

@@ -11,7 +11,7 @@ import typer
 from clusterbench.cli.common import PlainUsage, _compare_thresholds, _console, _usage_error, app
 
 if TYPE_CHECKING:
-    from clusterbench.analysis.baseline import Baseline
+    from clusterbench.analyses.baseline import Baseline
     from clusterbench.schema import Results
 
 __all__ = ["compare_runs"]

@@ -13,8 +13,8 @@ import typer
 from clusterbench.cli.common import PlainUsage, _console, _usage_error, app
 
 if TYPE_CHECKING:
-    from clusterbench.analysis.cost import CostTable
-    from clusterbench.analysis.cost_prices import CostRequest, Offer
+    from clusterbench.analyses.cost.prices import CostRequest, Offer
+    from clusterbench.analyses.cost.table import CostTable
     from clusterbench.schema import Results
 
 if sys.version_info >= (3, 11):
@@ -66,7 +66,7 @@ def _flag(field: str) -> str:
 
 
 def _flag_offers(gpu_hour: str | None, on_prem: dict[str, str | None]) -> list[Offer]:
-    from clusterbench.analysis.cost_prices import offer_from
+    from clusterbench.analyses.cost.prices import offer_from
 
     offers = []
     if gpu_hour is not None:
@@ -81,7 +81,7 @@ def _flag_offers(gpu_hour: str | None, on_prem: dict[str, str | None]) -> list[O
 
 
 def _file_offers(path: Path) -> list[Offer]:
-    from clusterbench.analysis.cost_prices import offers_from_table
+    from clusterbench.analyses.cost.prices import offers_from_table
 
     try:
         with open(path, "rb") as fh:
@@ -100,8 +100,8 @@ def _file_offers(path: Path) -> list[Offer]:
 def _request(results: Results, options: dict[str, Any], offers: list[Offer]) -> CostRequest:
     from pydantic import ValidationError
 
-    from clusterbench.analysis.cost_prices import CostRequest, PriceError, parse_amount
-    from clusterbench.analysis.cost_scale import cluster_gpus
+    from clusterbench.analyses.cost.prices import CostRequest, PriceError, parse_amount
+    from clusterbench.analyses.cost.scale import cluster_gpus
 
     counts: dict[str, int | None] = {}
     for key in ("gpus", "nodes", "gpus_per_node"):
@@ -166,8 +166,8 @@ def cost(
         bool, typer.Option("--no-write", help="Leave the run folder alone.")
     ] = False,
 ) -> None:
-    from clusterbench.analysis.cost import cost_table
-    from clusterbench.analysis.cost_scale import NoThroughput
+    from clusterbench.analyses.cost.scale import NoThroughput
+    from clusterbench.analyses.cost.table import cost_table
     from clusterbench.compare_io import load_run
 
     try:
@@ -214,9 +214,9 @@ def cost(
 
 def _write(run: str, results: Results, table: CostTable) -> list[Path]:
     """cost.json, then the run's pages rebuilt with the cost section."""
-    from clusterbench.analysis.run import RunAnalysis
+    from clusterbench.analyses.cost.section import COST_FILE, cost_json
+    from clusterbench.analyses.run import RunAnalysis
     from clusterbench.report.run_folder import REPORT_FILE, ResultsWriteError, write_results
-    from clusterbench.report.sections.cost import COST_FILE, cost_json
     from clusterbench.runtime.atomic import write_text_atomic
 
     folder = Path(run) if Path(run).is_dir() else Path(run).parent
@@ -237,8 +237,8 @@ def _print(table: CostTable, results: Results, written: list[Path]) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from clusterbench.analysis.cost_export import price_message
-    from clusterbench.report.sections.cost import table_grids
+    from clusterbench.analyses.cost.export import price_message
+    from clusterbench.analyses.cost.section import table_grids
 
     console = _console()
     tp = table.throughput

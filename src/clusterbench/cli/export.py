@@ -98,9 +98,9 @@ def export(
         ),
     ] = None,
 ) -> None:
+    from clusterbench.analyses.cost.section import priced_results
     from clusterbench.compare_io import load_run
     from clusterbench.report.export_request import do_exports, export_request
-    from clusterbench.report.sections.cost import priced_results
 
     try:
         request = export_request(

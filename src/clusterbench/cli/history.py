@@ -109,7 +109,7 @@ def history_show(
     ] = None,
 ) -> None:
     """The default command: list runs, or with SELECTOR a metric's trend (see 'history --help')."""
-    from clusterbench.analysis.trend import parse_selector, select, trends
+    from clusterbench.analyses.trend import parse_selector, select, trends
     from clusterbench.history_db import HistoryError, open_history
     from clusterbench.report.history import render_runs, render_trends, runs_json, trends_json
 

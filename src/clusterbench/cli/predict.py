@@ -12,9 +12,9 @@ import typer
 from clusterbench.cli.common import PlainUsage, _console, _split, _usage_error, app
 
 if TYPE_CHECKING:
-    from clusterbench.analysis.prediction import Prediction
-    from clusterbench.analysis.scaling_model import Links
-    from clusterbench.analysis.stated_workload import WorkloadPrediction
+    from clusterbench.analyses.prediction.predict import Prediction
+    from clusterbench.analyses.prediction.scaling_model import Links
+    from clusterbench.analyses.prediction.stated_workload import WorkloadPrediction
     from clusterbench.schema import Results
 
 __all__ = ["predict"]
@@ -121,8 +121,8 @@ def predict(
         bool, typer.Option("--json", help="Print the prediction as JSON instead of tables.")
     ] = False,
 ) -> None:
-    from clusterbench.analysis.prediction import NoPrediction
-    from clusterbench.analysis.prediction import predict as make_prediction
+    from clusterbench.analyses.prediction.predict import NoPrediction
+    from clusterbench.analyses.prediction.predict import predict as make_prediction
     from clusterbench.compare_io import load_run
 
     if workload is not None:
@@ -179,8 +179,8 @@ def _read_workload(path: str) -> dict[str, object]:
 
 def _run_links(run: str, gpus_per_node: int) -> Links:
     """The run's measured links (the slowest fit of each level; assumed where not measured)."""
-    from clusterbench.analysis import prediction_inputs as inputs
-    from clusterbench.analysis.scaling_model import Links
+    from clusterbench.analyses.prediction import inputs
+    from clusterbench.analyses.prediction.scaling_model import Links
     from clusterbench.compare_io import load_run
 
     try:
@@ -197,7 +197,7 @@ def _run_links(run: str, gpus_per_node: int) -> Links:
 def _predict_workload(path: str, run: str | None, *, gpus: str | None, as_json: bool) -> None:
     from pathlib import Path
 
-    from clusterbench.analysis.stated_workload import predict_workload
+    from clusterbench.analyses.prediction.stated_workload import predict_workload
 
     doc = _read_workload(path)
     extra = _counts(gpus) if gpus is not None else []
@@ -231,7 +231,7 @@ def _print_workload(prediction: WorkloadPrediction, *, from_run: str | None) -> 
     from rich.table import Table
     from rich.text import Text
 
-    from clusterbench.analysis.prediction_findings import signed_pct
+    from clusterbench.analyses.prediction.findings import signed_pct
 
     console = _console()
     src = prediction.source
@@ -292,8 +292,8 @@ def _print(prediction: Prediction, results: Results) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from clusterbench.analysis.prediction_findings import scaling_finding, validation_finding
-    from clusterbench.report.sections import prediction as sections
+    from clusterbench.analyses.prediction import section as sections
+    from clusterbench.analyses.prediction.findings import scaling_finding, validation_finding
 
     console = _console()
     s = prediction.series

@@ -152,7 +152,7 @@ def _folder(path: Path) -> Path:
 
 
 def _run_page(source: str) -> tuple[str, Path]:
-    from clusterbench.analysis.run import RunAnalysis
+    from clusterbench.analyses.run import RunAnalysis
     from clusterbench.compare_io import load_run
     from clusterbench.report.html import render_html
     from clusterbench.report.run_folder import REPORT_FILE
@@ -177,7 +177,7 @@ def _comparison_page(
 ) -> tuple[str, Path]:
     """The comparison as ``clusterbench compare`` makes it, on top of
     NEW's report whose figures get BASE's measurements (when BASE is a run)."""
-    from clusterbench.analysis.run import RunAnalysis
+    from clusterbench.analyses.run import RunAnalysis
     from clusterbench.compare_io import compare_with, load_compared, load_run, previous_runs
     from clusterbench.report.html import render_html
     from clusterbench.schema import Results

@@ -1,5 +1,6 @@
 """Placement: where each rank of the run sits — node, GPU, NUMA node, CPUs, nearest NIC and
-NVLink domain — recorded as one info finding per node for :mod:`clusterbench.analysis.placement`.
+NVLink domain — recorded as one info finding per node for
+:mod:`clusterbench.analyses.placement.placements`.
 
 The check only states facts; the verdicts over the whole run (rank order across nodes, TP/PP
 groups that cross a node or an NVLink domain, NICs on another NUMA node) need every node's

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from clusterbench import registry
 from clusterbench._version import __version__
-from clusterbench.analysis.run import RunAnalysis, analyze
+from clusterbench.analyses.run import RunAnalysis, analyze
 from clusterbench.compare_io import compare_with, previous_runs, write_comparison
 from clusterbench.exits import EXIT_FAIL_FINDING, EXIT_OK, EXIT_RUN_ERROR
 from clusterbench.pipeline.assemble import RunMeta, assemble_results

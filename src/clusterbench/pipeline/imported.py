@@ -1,7 +1,7 @@
 """``clusterbench import``: the results of tools a team already runs, as a run folder.
 
 nccl-tests' outputs (text, or the JSON of ``-J``) become the collectives benchmark's
-measurements (``analysis/nccl_tests.py``); ``dcgmi diag -j``'s JSON becomes findings, one per
+measurements (``analyses/nccl/nccl_tests.py``); ``dcgmi diag -j``'s JSON becomes findings, one per
 test that failed or warned and one line for the rest (``doctor/dcgm.py``, as ``doctor --dcgm``
 gives them).  Either way the folder is a run's: results.json, summary.md and report.html
 written once by the one finish of every run, so that compare, the history, baselines, the
@@ -27,8 +27,8 @@ from clusterbench.pipeline.spec import finish_options, now_utc, prepare_run_dir,
 from clusterbench.schema import Finding, HostInfo, Measurement, Results, RunInfo, ToolInfo
 
 if TYPE_CHECKING:
-    from clusterbench.analysis.baseline import Baseline
-    from clusterbench.analysis.trace_file import RankTrace
+    from clusterbench.analyses.baseline import Baseline
+    from clusterbench.analyses.trace.file import RankTrace
 
 __all__ = ["IMPORTERS", "Imported", "analyze_traces", "import_run"]
 
@@ -77,7 +77,7 @@ def _local_to_utc(text: str) -> str | None:
 
 
 def _nccl_tests(paths: Sequence[Path], host: str | None, level: int | None) -> Imported:
-    from clusterbench.analysis import nccl_tests
+    from clusterbench.analyses.nccl import nccl_tests
 
     if level is not None:
         raise ConfigError("--level: only for dcgm-diag")
@@ -252,9 +252,11 @@ def analyze_traces(
     read costs one ``warn`` line naming it and a warn finding, the other ranks are analysed;
     ConfigError (nothing written) when no trace can be read.  ``jobs`` processes read the
     files at once, or Ray tasks on the cluster at ``ray_address``; ``progress`` is told of
-    each file read (:func:`~clusterbench.analysis.trace_pool.read_traces`)."""
-    from clusterbench.analysis import trace_attribution, trace_checks, trace_file
-    from clusterbench.analysis.trace_pool import read_traces
+    each file read (:func:`~clusterbench.analyses.trace.pool.read_traces`)."""
+    from clusterbench.analyses.trace import attribution as trace_attribution
+    from clusterbench.analyses.trace import checks as trace_checks
+    from clusterbench.analyses.trace import file as trace_file
+    from clusterbench.analyses.trace.pool import read_traces
 
     entered = time.monotonic()
     try:

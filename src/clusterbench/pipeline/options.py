@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from clusterbench.analysis.baseline import Baseline
+    from clusterbench.analyses.baseline import Baseline
     from clusterbench.schema import Results
 
 __all__ = ["RunOptions"]

@@ -2,7 +2,7 @@
 and with a budget (``--budget``, ``time_budget_s``) the settings cut to fit it.
 
 Reads what the plan needs (the history of this host, the shipped timing table, the GPU's spec)
-and hands it to the pure planning (:mod:`clusterbench.analysis.budget_plan`); the result is
+and hands it to the pure planning (:mod:`clusterbench.analyses.budget.plan`); the result is
 applied to the run's settings and kept in results.json (``run.plan``).  Under an external
 launcher every rank plans by itself, so the plan uses no history there: the table and the
 models give every rank the same settings.
@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from clusterbench import registry
-from clusterbench.analysis.budget_plan import (
+from clusterbench.analyses.budget.plan import (
     PlanInput,
     Reference,
     RunBudgetPlan,
     make_plan,
     reserve_s,
 )
-from clusterbench.analysis.duration import Expected, TimingTable, pick_table
+from clusterbench.analyses.duration import Expected, TimingTable, pick_table
 from clusterbench.config import RunConfig
 from clusterbench.durations import FactQuery, NodeFacts
 from clusterbench.history_db import HistoryError, MetricPoint, RunTimings, open_history

@@ -18,7 +18,7 @@ from clusterbench.schema import PlanInfo
 from clusterbench.units import format_bytes
 
 if TYPE_CHECKING:
-    from clusterbench.analysis.baseline import Baseline
+    from clusterbench.analyses.baseline import Baseline
     from clusterbench.report.export_request import ExportRequest
     from clusterbench.schema import Results
 

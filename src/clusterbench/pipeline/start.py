@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clusterbench import catalog, registry
-from clusterbench.analysis.budget_plan import RunBudgetPlan, finish_reserve_s
-from clusterbench.analysis.duration import (
+from clusterbench.analyses.budget.plan import RunBudgetPlan, finish_reserve_s
+from clusterbench.analyses.duration import (
     Expected,
     PastTimings,
     TimingTable,
@@ -67,7 +67,7 @@ from clusterbench.runtime.records import describe_write_error, read_records
 from clusterbench.schema import Results
 
 if TYPE_CHECKING:
-    from clusterbench.analysis.run import RunAnalysis
+    from clusterbench.analyses.run import RunAnalysis
 
 __all__ = [
     "OVERSUBSCRIBE_FACTOR",
@@ -108,8 +108,8 @@ class RunOutcome:
 
     @property
     def comparison(self) -> Any:
-        """The run against ``baseline`` (a :class:`~clusterbench.analysis.compare.Comparison`),
-        or None."""
+        """The run against ``baseline``
+        (a :class:`~clusterbench.analyses.compare.comparison.Comparison`), or None."""
         return None if self.analysis is None else self.analysis.comparison
 
 

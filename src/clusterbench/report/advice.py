@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clusterbench.analysis.trials import tried
+from clusterbench.analyses.trials import tried
 from clusterbench.judging.advice import Advice, collect_advice
 from clusterbench.schema import Results
 

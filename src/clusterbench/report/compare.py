@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from clusterbench.analysis.compare import Comparison, ComparisonRow, RunRef
-from clusterbench.analysis.compare_rule import MIN_RUNS
+from clusterbench.analyses.compare.comparison import Comparison, ComparisonRow, RunRef
+from clusterbench.analyses.compare.rule import MIN_RUNS
 from clusterbench.report.console import print_findings, severity_counts
 from clusterbench.schema import ParamValue
 from clusterbench.units import format_bytes

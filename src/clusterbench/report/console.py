@@ -14,10 +14,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from clusterbench.analysis.run import RunAnalysis
+from clusterbench.analyses.run import RunAnalysis
+from clusterbench.analyses.soak.section import soak_line
 from clusterbench.report.advice import ADVICE_TITLE, advice_table
 from clusterbench.report.drain import drain_lines
-from clusterbench.report.sections.soak import soak_line
 from clusterbench.report.timing import phase_line, time_line
 from clusterbench.report.verdict import verdict_lines
 from clusterbench.schema import Finding, Results

@@ -1,5 +1,5 @@
-"""The drain list (:func:`clusterbench.analysis.drain.drain_list`) for people and tools: the
-console's last lines, a section of summary.md, and ``drain.json`` beside results.json.
+"""The drain list (:func:`clusterbench.analyses.drain.drain_list.drain_list`) for people and
+tools: the console's last lines, a section of summary.md, and ``drain.json`` beside results.json.
 
 Shown wherever node pairs among three or more nodes were judged; an empty list is said so
 ("Drain list: empty"), since no false alarm is an answer too.
@@ -12,7 +12,7 @@ import json
 from html import escape
 from typing import Any
 
-from clusterbench.analysis.drain import DrainEntry, DrainList, PairEvidence
+from clusterbench.analyses.drain.drain_list import DrainEntry, DrainList, PairEvidence
 from clusterbench.judging.node_pairs import format_pair_value
 
 __all__ = [

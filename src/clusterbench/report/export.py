@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from clusterbench.analysis.trend import param_text
+from clusterbench.analyses.trend import param_text
 from clusterbench.runtime import atomic
 from clusterbench.schema import Measurement, Results
 

@@ -31,7 +31,7 @@ from urllib.error import HTTPError, URLError
 from prometheus_client import CollectorRegistry, generate_latest, push_to_gateway, write_to_textfile
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from clusterbench.analysis.trend import param_text
+from clusterbench.analyses.trend import param_text
 from clusterbench.metrics import declared
 from clusterbench.report.export import ExportError
 from clusterbench.schema import Measurement, Results

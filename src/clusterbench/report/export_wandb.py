@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clusterbench.analysis.trend import param_text
+from clusterbench.analyses.trend import param_text
 from clusterbench.report.export import COLUMNS, ExportError, param_keys, records
 from clusterbench.schema import Measurement, Results
 

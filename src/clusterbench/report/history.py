@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from clusterbench.analysis.trend import ChangePoint, Trend, param_text
+from clusterbench.analyses.trend import ChangePoint, Trend, param_text
 from clusterbench.history_db import RunRow
 from clusterbench.metrics import Direction, better_direction, declared
 from clusterbench.views.cells import format_value

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from clusterbench.analysis.compare import Comparison
-from clusterbench.analysis.run import RunAnalysis
+from clusterbench.analyses.compare.comparison import Comparison
+from clusterbench.analyses.run import RunAnalysis
 from clusterbench.report.advice import ADVICE_TITLE
 from clusterbench.report.drain import drain_html
 from clusterbench.report.html_assets import (

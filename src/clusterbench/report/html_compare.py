@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from html import escape
 
-from clusterbench.analysis.compare import Comparison, ComparisonRow
+from clusterbench.analyses.compare.comparison import Comparison, ComparisonRow
 from clusterbench.report.compare import (
     HEADER,
     counts_line,

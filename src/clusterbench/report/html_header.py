@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from html import escape
 
-from clusterbench.analysis.run import RunAnalysis
+from clusterbench.analyses.run import RunAnalysis
 from clusterbench.report.advice import ADVICE_HEADER, advice_table
 from clusterbench.report.html_tables import Cell, findings_table, table
 from clusterbench.report.verdict import verdict_lines

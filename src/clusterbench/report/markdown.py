@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from clusterbench.analysis.run import RunAnalysis
+from clusterbench.analyses.run import RunAnalysis
 from clusterbench.report.advice import ADVICE_HEADER, ADVICE_TITLE, advice_table
 from clusterbench.report.drain import drain_markdown
 from clusterbench.report.timing import phase_line, time_line

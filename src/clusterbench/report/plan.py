@@ -3,7 +3,7 @@ and with a budget its share and what was cut to fit it."""
 
 from __future__ import annotations
 
-from clusterbench.analysis.budget_plan import PlannedBenchmark, RunBudgetPlan
+from clusterbench.analyses.budget.plan import PlannedBenchmark, RunBudgetPlan
 from clusterbench.units import format_seconds
 
 __all__ = ["plan_lines"]

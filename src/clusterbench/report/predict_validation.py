@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from clusterbench.analysis.published_validation import Validation
-from clusterbench.analysis.stated_workload import PointPrediction
+from clusterbench.analyses.prediction.published_validation import Validation
+from clusterbench.analyses.prediction.stated_workload import PointPrediction
 
 __all__ = ["validation_markdown"]
 

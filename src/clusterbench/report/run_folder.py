@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from clusterbench.analysis.run import RunAnalysis
+from clusterbench.analyses.run import RunAnalysis
 from clusterbench.report.drain import DRAIN_FILE, drain_json
 from clusterbench.report.html import render_html
 from clusterbench.report.markdown import render_markdown

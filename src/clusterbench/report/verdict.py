@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from clusterbench.analysis.run import RunAnalysis
+from clusterbench.analyses.run import RunAnalysis
 
 __all__ = ["VerdictLine", "verdict_lines"]
 

@@ -3,7 +3,7 @@ rows, matrices, grids and the section that holds them, and the cells they format
 
 Each row puts the achieved figure next to its limit (spec peak, link rate, maximum link gen),
 the way gpt-fast prints achieved bandwidth next to the hardware's.  A benchmark's own section
-(``report/sections/<name>.py``) builds its :class:`Section` from these; a benchmark without one
+(``benchmarks/<name>/section.py``) builds its :class:`Section` from these; a benchmark without one
 gets :func:`generic_section`.
 """
 

@@ -4,7 +4,7 @@ benchmark's own measurements (the base run of a comparison, whether the run span
 
 Figures are plain dicts in plotly's JSON form (``{"data": [...], "layout": {...}}``), so the
 report is built fast without plotly's per-property validation; the tests validate each one
-against plotly's schema.  Each benchmark's figures are ``report/figures/<name>.py``'s
+against plotly's schema.  Each benchmark's figures are ``benchmarks/<name>/figures.py``'s
 ``figures(measurements, ctx) -> list[Plot]``, named by its :class:`~clusterbench.registry.Benchmark`
 declaration.
 """

@@ -2,7 +2,7 @@
 count (one figure per throughput unit: tokens/s for decoders, samples/s for the others), and
 the sweep's throughput per GPU of each combination that ran.
 
-The partition search's figure is a run part's (``report/figures/partition.py``)."""
+The partition search's figure is a run part's (``analyses/partition/figures.py``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Verdicts on the training benchmark: scaling efficiency, MFU of large models, whether
 synchronisation idle grows with gradient accumulation.  The batch-size partition search is
-judged by its run part (``analysis/partition_findings.py``).
+judged by its run part (``analyses/partition/findings.py``).
 
 Only the ``scaling`` series is judged for scaling and MFU (sweep cases are comparisons, not
 targets).  The limits are :class:`clusterbench.thresholds.Thresholds`'

@@ -25,7 +25,7 @@ record no peak: there is no limit, nothing is pruned.
 
 Measurements go on rank 0 (group rank 0 of every d); the params are the partition's own
 (:func:`params`), never the scaling series'.  Predictions past the world are analysis's
-(``analysis/partition.py``).
+(``analyses/partition/search.py``).
 """
 
 from __future__ import annotations

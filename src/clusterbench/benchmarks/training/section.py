@@ -1,7 +1,7 @@
 """The training part of the summary: one table per world size of the scaling series, and the
 sweep's table of throughput and memory per combination (or why it did not run).
 
-The batch-size partition search is a run part of its own (``report/sections/partition.py``):
+The batch-size partition search is a run part of its own (``analyses/partition/section.py``):
 its predicted rows need the run's collectives too (the links), which the training
 measurements alone do not hold."""
 

@@ -1,1 +1,0 @@
-"""Each benchmark's part of the summary: ``section(measurements, multi_host) -> Section``."""
