@@ -21,17 +21,22 @@ dcgmErrorSeverity_t), which the finding's fix states.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from clusterbench.schema import Finding, Severity
+from clusterbench.exits import ConfigError
+from clusterbench.schema import Finding, HostInfo, Severity
+from clusterbench.tool_files import Imported, file_time, read_file
 
 __all__ = [
     "LEVELS",
     "DiagReport",
     "DiagResult",
     "diag_findings",
+    "import_diag",
     "parse_diag",
     "unavailable",
 ]
@@ -273,3 +278,47 @@ def unavailable(message: str, *, host: str, evidence: dict[str, Any], fix: str) 
         evidence=evidence,
         fix=fix,
     )
+
+
+_DCGM_LEVEL_TESTS = (
+    (4, {"memtest", "pulse_test", "eud"}),
+    (3, {"targeted_stress", "targeted_power", "memory_bandwidth", "diagnostic"}),
+    (2, {"pcie", "memory", "sm_stress", "context_create"}),
+)
+"""The tests that first appear at each ``dcgmi diag -r`` level (DCGM's documentation): the
+deepest named in an output is its level, where --level does not say."""
+
+
+def _dcgm_level(tests: set[str]) -> int:
+    names = {re.sub(r"[^a-z0-9]+", "_", t.lower()).strip("_") for t in tests}
+    return next((level for level, wanted in _DCGM_LEVEL_TESTS if names & wanted), 1)
+
+
+def import_diag(paths: Sequence[Path], host: str | None, level: int | None) -> Imported:
+    """``clusterbench import dcgm-diag``: one node's ``dcgmi diag -j`` output as findings (one
+    per test that failed or warned, one line for the rest), its level where ``level`` does not
+    say it; ConfigError naming a file that is not one."""
+    if len(paths) != 1:
+        raise ConfigError("dcgm-diag: one FILE, the output of one node's 'dcgmi diag -j'")
+    (path,) = paths
+    try:
+        report = parse_diag(read_file(path))
+    except ValueError as exc:
+        raise ConfigError(f"{path}: not 'dcgmi diag -j' output: {exc}") from None
+    where = host or path.name.split(".", 1)[0]
+    depth = level or _dcgm_level({r.test for r in report.results})
+    gpus = sorted({r.gpu for r in report.results if r.gpu is not None})
+    imported = Imported(
+        findings=diag_findings(report, level=depth, host=where),
+        hosts=[HostInfo(hostname=where)],
+        started=file_time(paths),
+    )
+    imported.details = {
+        "tool": "dcgm-diag",
+        "level": depth,
+        "files": [str(path)],
+        "gpus": gpus,
+        "tests": sorted({r.test for r in report.results}),
+        "failed": sorted({r.test for r in report.results if r.status == "Fail"}),
+    }
+    return imported
