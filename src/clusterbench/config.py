@@ -5,12 +5,15 @@ its settings preset for the suite and device type.  A TOML file and ``--set key=
 them; unknown keys and bad values raise :class:`ConfigError` with one clear line (the CLI turns
 it into exit code 2).  Every section and ``--set`` is checked, whether or not its benchmark runs;
 no number anywhere may be NaN or infinite.
+
+This module builds the run's config: the suite, the file's top-level keys and the flags; each
+benchmark section, ``[thresholds]`` and ``--set`` are set through
+:mod:`clusterbench.config_sections`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import sys
 import typing
@@ -19,9 +22,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
-
 from clusterbench import registry
+from clusterbench.config_sections import (
+    Setting,
+    apply_section,
+    check_unselected,
+    coerce,
+    did_you_mean,
+    is_benchmark,
+    mirror,
+    parse_set,
+    time_budget,
+    unknown_benchmark,
+)
 from clusterbench.exits import ConfigError
 from clusterbench.suites import SUITE_NAMES, SuiteName
 from clusterbench.thresholds import Thresholds
@@ -158,22 +171,22 @@ def build_run_config(
         _whole_sweeps(benchmarks)
     thresholds = Thresholds()
     budgets: dict[str, float] = {}
-    applied: list[_Setting] = []
+    applied: list[Setting] = []
     for section, values in table.items():
         if section in _TOP_LEVEL_KEYS:
             continue
-        applied += _apply_section(
+        applied += apply_section(
             section, values, benchmarks=benchmarks, thresholds=thresholds, source=str(config_file),
             time_budgets=budgets,
         )  # fmt: skip
     for item in sets:
-        section, key, value = _parse_set(item)
-        applied += _apply_section(
+        section, key, value = parse_set(item)
+        applied += apply_section(
             section, {key: value}, benchmarks=benchmarks, thresholds=thresholds, strings=True,
             time_budgets=budgets,
         )  # fmt: skip
-    _mirror(applied, benchmarks=benchmarks)
-    _check_unselected(applied, benchmarks=benchmarks, suite=suite, device_type=device_type)
+    mirror(applied, benchmarks=benchmarks)
+    check_unselected(applied, benchmarks=benchmarks, suite=suite, device_type=device_type)
     timeout, where = (
         (timeout_s, "--timeout")
         if timeout_s is not None
@@ -211,8 +224,6 @@ _TOP_LEVEL_KEYS = {
     "telemetry_interval_s": float,
     "budget": str | float,
 }
-TIME_BUDGET_KEY = "time_budget_s"
-"""The key every benchmark section takes beside its settings: seconds that benchmark may take."""
 
 
 def _budget(top: Mapping[str, Any], budget: str | None, *, source: str) -> float | None:
@@ -223,26 +234,12 @@ def _budget(top: Mapping[str, Any], budget: str | None, *, source: str) -> float
         if value is None:
             return None
         if not isinstance(value, str):
-            return _time_budget(value, where=f"{source}: budget")
+            return time_budget(value, where=f"{source}: budget")
         budget, where = value, f"{source}: budget"
     try:
         return parse_duration(budget)
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-
-
-def _time_budget(value: Any, *, where: str) -> float:
-    """A ``time_budget_s`` (or a file's numeric ``budget``): a positive, finite number of
-    seconds, or a duration string (``90s``, ``2m``)."""
-    if isinstance(value, str):
-        try:
-            return parse_duration(value)
-        except ValueError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
-    seconds = _coerce(float, value, where=where)
-    if seconds <= 0:
-        raise ConfigError(f"{where}: must be more than 0 s (got {value!r})")
-    return float(seconds)
 
 
 TELEMETRY_INTERVAL_RANGE_S = (0.01, 60.0)
@@ -305,9 +302,9 @@ def _split_top_level(table: Mapping[str, Any], *, source: str) -> dict[str, Any]
     out: dict[str, Any] = {}
     for key, value in table.items():
         if key in _TOP_LEVEL_KEYS:
-            out[key] = _coerce(_TOP_LEVEL_KEYS[key], value, where=f"{source}: {key}")
+            out[key] = coerce(_TOP_LEVEL_KEYS[key], value, where=f"{source}: {key}")
         elif key not in known_sections:
-            raise ConfigError(f"{source}: unknown key {key!r}{_did_you_mean(key, known_sections)}")
+            raise ConfigError(f"{source}: unknown key {key!r}{did_you_mean(key, known_sections)}")
         elif not isinstance(value, dict):
             raise ConfigError(f"{source}: {key} must be a table ([{key}])")
     return out
@@ -317,8 +314,8 @@ def _select(
     names: list[str], *, only: list[str], skip: list[str], suite: str, device_type: str
 ) -> list[str]:
     for name in [*only, *skip]:
-        if not _known(name):
-            _unknown_benchmark(name)
+        if not is_benchmark(name):
+            unknown_benchmark(name)
     both = [n for n in dict.fromkeys(only) if n in skip]
     if both:
         raise ConfigError(f"--only and --skip both name {', '.join(both)}: nothing of it would run")
@@ -334,181 +331,5 @@ def check_benchmark_names(names: Iterable[str]) -> None:
     """ConfigError (one line, with the closest name) for a name that is no benchmark: what
     the command line can be told before anything that measures is imported."""
     for name in names:
-        if not _known(name):
-            _unknown_benchmark(name)
-
-
-def _known(name: str) -> bool:
-    return name in {s.name for s in registry.all_benchmarks()}
-
-
-def _unknown_benchmark(name: str) -> None:
-    known = [s.name for s in registry.all_benchmarks()]
-    raise ConfigError(f"unknown benchmark {name!r}{_did_you_mean(name, known)}")
-
-
-def _did_you_mean(word: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(sorted(choices))})"
-
-
-def _parse_set(item: str) -> tuple[str, str, str]:
-    key, sep, value = item.partition("=")
-    section, dot, name = key.strip().partition(".")
-    if not sep or not dot or not section or not name:
-        raise ConfigError(f"--set {item!r}: expected SECTION.KEY=VALUE, e.g. gemm.dtypes=bf16,fp8")
-    return section, name, value.strip()
-
-
-@dataclass(frozen=True, slots=True)
-class _Setting:
-    """One setting a file or ``--set`` gave a benchmark section."""
-
-    section: str
-    key: str
-    value: Any
-    source: str
-    strings: bool
-
-
-def _mirrored(applied: list[_Setting], *, benchmarks: dict[str, Any]) -> list[tuple[str, _Setting]]:
-    """(selected benchmark, setting of the section it takes its settings from) for each setting
-    :func:`_mirror` copies: keys both settings classes have that the target was not given
-    itself (whatever their order)."""
-    out: list[tuple[str, _Setting]] = []
-    for bench in registry.all_benchmarks():
-        section, other = bench.settings_from, bench.name
-        if section is None or other not in benchmarks:
-            continue
-        shared = {f.name for f in dataclasses.fields(benchmarks[other])} & {
-            f.name for f in dataclasses.fields(registry.get(section).settings)
-        }
-        names = shared - {s.key for s in applied if s.section == other}
-        out += [(other, s) for s in applied if s.section == section and s.key in names]
-    return out
-
-
-def _mirror(applied: list[_Setting], *, benchmarks: dict[str, Any]) -> None:
-    """Copy each mirrored section's settings to its target, once every setting is known."""
-    for other, s in _mirrored(applied, benchmarks=benchmarks):
-        _set_field(
-            benchmarks[other], section=other, key=s.key, value=s.value, source=s.source,
-            strings=s.strings,
-        )  # fmt: skip
-
-
-def _check_unselected(
-    applied: list[_Setting], *, benchmarks: dict[str, Any], suite: str, device_type: str
-) -> None:
-    """Apply the settings of benchmarks this run does not select to a preset of their own (run
-    its checks, then drop it), so that a mistake there is refused too.  A setting a selected
-    benchmark takes over (``settings_from``) was checked there instead: attribution alone may
-    take ``training.model=gemm_heavy``, which training itself does not run."""
-    taken = {id(s) for _, s in _mirrored(applied, benchmarks=benchmarks)}
-    scratch: dict[str, Any] = {}
-    for s in applied:
-        if s.section == "thresholds" or s.section in benchmarks or id(s) in taken:
-            continue
-        if s.section not in scratch:
-            scratch[s.section] = registry.get(s.section).preset(
-                suite=suite, device_type=device_type
-            )
-        _set_field(
-            scratch[s.section], section=s.section, key=s.key, value=s.value, source=s.source,
-            strings=s.strings,
-        )  # fmt: skip
-
-
-def _apply_section(
-    section: str,
-    values: Any,
-    *,
-    benchmarks: dict[str, Any],
-    thresholds: Thresholds,
-    source: str = "--set",
-    strings: bool = False,
-    time_budgets: dict[str, float] | None = None,
-) -> list[_Setting]:
-    """Apply one section's settings; what it set (or, for a benchmark this run does not
-    select, would have set), for :func:`_mirror` and :func:`_check_unselected`."""
-    if not _known(section) and section != "thresholds":
-        _unknown_benchmark(section)
-    if not isinstance(values, dict):
-        raise ConfigError(f"{source}: {section} must be a table ([{section}])")
-    target: Any = thresholds if section == "thresholds" else benchmarks.get(section)
-    if section != "thresholds" and TIME_BUDGET_KEY in values:
-        where = f"{source}: {section}.{TIME_BUDGET_KEY}"
-        seconds = _time_budget(values[TIME_BUDGET_KEY], where=where)
-        if time_budgets is not None:
-            time_budgets[section] = seconds
-        values = {k: v for k, v in values.items() if k != TIME_BUDGET_KEY}
-    for key, value in values.items():
-        if section == "thresholds":
-            _set_threshold(thresholds, key=key, value=value, source=source, strings=strings)
-        elif target is not None:  # None: a benchmark this run does not select
-            _set_field(target, section=section, key=key, value=value, source=source,
-                       strings=strings)  # fmt: skip
-    return [_Setting(section, key, value, source, strings) for key, value in values.items()]
-
-
-def _set_threshold(
-    thresholds: Thresholds, *, key: str, value: Any, source: str, strings: bool
-) -> None:
-    """Set one key of the ``[thresholds]`` table: a run-wide limit, or one a registered
-    benchmark declares (kept in ``thresholds.given``, checked by its limits class)."""
-    declared = registry.threshold_keys()
-    kind = declared.get(key)
-    if kind is None:
-        names = [f.name for f in dataclasses.fields(thresholds) if f.name != "given"]
-        if key not in names:
-            where = f"{source}: thresholds.{key}"
-            raise ConfigError(f"{where}: unknown key{_did_you_mean(key, [*names, *declared])}")
-        _set_field(thresholds, section="thresholds", key=key, value=value, source=source,
-                   strings=strings)  # fmt: skip
-        return
-    where = f"{source}: thresholds.{key}"
-    new = _coerce(typing.get_type_hints(kind)[key], value, where=where)
-    try:  # the class's own checks, on its limits as set so far
-        checked = kind(**{**dataclasses.asdict(thresholds.of(kind)), key: new})
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-    thresholds.given[key] = getattr(checked, key)
-
-
-def _set_field(
-    target: Any, *, section: str, key: str, value: Any, source: str, strings: bool
-) -> None:
-    hints = typing.get_type_hints(type(target))
-    names = [f.name for f in dataclasses.fields(target)]
-    where = f"{source}: {section}.{key}"
-    if key not in names:
-        raise ConfigError(f"{where}: unknown key{_did_you_mean(key, names)}")
-    kind = hints[key]
-    if strings and isinstance(value, str) and typing.get_origin(kind) in (list, tuple):
-        value = [v.strip() for v in value.split(",") if v.strip()]
-    new = _coerce(kind, value, where=where)
-    try:
-        fields = {f.name: getattr(target, f.name) for f in dataclasses.fields(target)}
-        checked = type(target)(**{**fields, key: new})  # re-run the class's own checks
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-    setattr(target, key, getattr(checked, key))  # as the class keeps it (an alias resolved)
-
-
-def _coerce(kind: Any, value: Any, *, where: str) -> Any:
-    try:
-        new = TypeAdapter(kind).validate_python(value)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise ConfigError(f"{where}: {err['msg'].lower()} (got {value!r})") from None
-    _check_finite(new, where=where, given=value)
-    return new
-
-
-def _check_finite(value: Any, *, where: str, given: Any) -> None:
-    """No setting anywhere is NaN or infinite (TOML and ``--set`` both spell them)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"{where}: must be a finite number (got {given!r})")
-    if isinstance(value, (list, tuple)):
-        for item in value:
-            _check_finite(item, where=where, given=given)
+        if not is_benchmark(name):
+            unknown_benchmark(name)

@@ -14,41 +14,49 @@ Columns added later are optional: ``runs.timings`` (each benchmark's wall second
 settings, for the expected time of the next run) is added by the first write of a clusterbench
 that knows it and is NULL for runs recorded before; older clusterbench versions read and write
 such a database as before.
+
+The tables and the rows a run becomes are :mod:`clusterbench.history_tables`; the run folders
+``history import`` records are found by :mod:`clusterbench.history_import`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
 import json
 import os
 import random
 import sqlite3
 import time
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from clusterbench.schema import Measurement, Results, one_round
+from clusterbench.history_tables import (
+    SCHEMA,
+    SCHEMA_VERSION,
+    add_timings_column,
+    hostnames,
+    measurement_values,
+    now_utc,
+    run_values,
+    table_columns,
+    transaction,
+    utc,
+)
+from clusterbench.schema import Results, one_round
 
 __all__ = [
     "HISTORY_ENV",
-    "SCHEMA_VERSION",
     "History",
     "HistoryError",
     "MetricPoint",
     "RunRow",
     "RunTimings",
-    "canonical_params",
     "default_history_path",
-    "find_run_folders",
     "open_history",
 ]
 
-SCHEMA_VERSION: Final = 1
-"""The database layout this module reads and writes (``meta.schema_version``)."""
 HISTORY_ENV: Final = "CLUSTERBENCH_HISTORY"
 """Environment variable naming the database file (``--history`` wins over it)."""
 DEFAULT_TIMEOUT_S: Final = 10.0
@@ -56,51 +64,6 @@ DEFAULT_TIMEOUT_S: Final = 10.0
 _ATTEMPTS: Final = 2
 
 _T = TypeVar("_T")
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS runs (
-    pk INTEGER PRIMARY KEY,
-    id TEXT NOT NULL,
-    started TEXT NOT NULL,
-    started_utc TEXT NOT NULL,
-    finished TEXT,
-    suite TEXT NOT NULL,
-    status TEXT NOT NULL,
-    hosts TEXT NOT NULL,
-    gpu_models TEXT NOT NULL,
-    versions TEXT NOT NULL,
-    world_size INTEGER NOT NULL,
-    num_nodes INTEGER NOT NULL,
-    backend TEXT NOT NULL,
-    run_dir TEXT NOT NULL,
-    tool_version TEXT NOT NULL,
-    num_measurements INTEGER NOT NULL,
-    num_fail INTEGER NOT NULL,
-    num_warn INTEGER NOT NULL,
-    recorded TEXT NOT NULL,
-    results_json_zlib BLOB NOT NULL,
-    timings TEXT,
-    UNIQUE (id, started)
-);
-CREATE INDEX IF NOT EXISTS runs_by_suite_hosts ON runs (suite, hosts, started_utc);
-CREATE TABLE IF NOT EXISTS measurements (
-    run_pk INTEGER NOT NULL REFERENCES runs (pk) ON DELETE CASCADE,
-    benchmark TEXT NOT NULL,
-    metric TEXT NOT NULL,
-    params TEXT NOT NULL,
-    host TEXT NOT NULL,
-    device TEXT NOT NULL,
-    rank INTEGER NOT NULL,
-    value REAL,
-    unit TEXT NOT NULL,
-    median REAL,
-    cv REAL,
-    samples INTEGER
-);
-CREATE INDEX IF NOT EXISTS measurements_by_metric ON measurements (benchmark, metric);
-CREATE INDEX IF NOT EXISTS measurements_by_run ON measurements (run_pk);
-"""
 
 
 class HistoryError(Exception):
@@ -183,11 +146,6 @@ def open_history(path: Path | None, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> 
     return history
 
 
-def canonical_params(params: Mapping[str, Any]) -> str:
-    """A measurement's params as JSON with sorted keys: the same params, the same text."""
-    return json.dumps(dict(params), sort_keys=True, separators=(",", ":"))
-
-
 class History:
     """A history database file; use :func:`open_history`.  Close it (or use ``with``)."""
 
@@ -212,22 +170,22 @@ class History:
     def record(self, results: Results, run_dir: Path) -> None:
         """Store ``results`` (run folder ``run_dir``) in one transaction, replacing an earlier
         record of the same run (same id and start)."""
-        run_values = _run_values(results, run_dir)
+        values = run_values(results, run_dir)
         # a soak: the round its summary shows, one point a run in the trends
-        rows = [_measurement_values(m) for m in one_round(results).measurements]
+        rows = [measurement_values(m) for m in one_round(results).measurements]
 
         def write() -> None:
             conn = self._connection(create=True)
-            with _transaction(conn):
-                _add_timings_column(conn)
+            with transaction(conn):
+                add_timings_column(conn)
                 conn.execute(
                     "DELETE FROM runs WHERE id = ? AND started = ?",
                     (results.run.id, results.run.started),
                 )
-                names = ", ".join(run_values)
-                marks = ", ".join("?" for _ in run_values)
+                names = ", ".join(values)
+                marks = ", ".join("?" for _ in values)
                 cur = conn.execute(
-                    f"INSERT INTO runs ({names}) VALUES ({marks})", tuple(run_values.values())
+                    f"INSERT INTO runs ({names}) VALUES ({marks})", tuple(values.values())
                 )
                 conn.executemany(
                     "INSERT INTO measurements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -295,7 +253,7 @@ class History:
             "SELECT id, results_json_zlib FROM runs WHERE suite = ? AND hosts = ?"
             " AND started_utc < ? ORDER BY started_utc DESC, pk DESC LIMIT ?"
         )
-        key = (results.run.suite, json.dumps(_hostnames(results)), _utc(results.run.started), limit)
+        key = (results.run.suite, json.dumps(hostnames(results)), utc(results.run.started), limit)
         return [_decode(blob, run_id=run_id) for run_id, blob in self._query(sql, key)]
 
     def timings(
@@ -313,7 +271,7 @@ class History:
 
         def read() -> list[RunTimings]:
             conn = self._connection()
-            if "timings" not in _columns(conn, "runs"):
+            if "timings" not in table_columns(conn, "runs"):
                 return []  # no clusterbench that keeps timings has written here yet
             out = []
             for run_id, started, hosts, text in conn.execute(sql, (suite, backend, world_size)):
@@ -402,49 +360,6 @@ class History:
             ) from None
 
 
-def find_run_folders(paths: Sequence[Path], *, max_depth: int = 3) -> tuple[list[Path], list[str]]:
-    """Run folders (each holding a results.json) at or under ``paths``, and one line for each
-    path that is none and holds none (within ``max_depth`` folders) or is a run folder without
-    its results.json.  A run folder's own subfolders are not searched."""
-    found: list[Path] = []
-    problems: list[str] = []
-    for path in paths:
-        if (path / "results.json").is_file() or path.name == "results.json":
-            found.append(path.parent if path.name == "results.json" else path)
-        elif not path.exists():
-            problems.append(f"{path}: no such file or folder")
-        elif not path.is_dir():
-            problems.append(f"{path}: not a run folder or results.json")
-        else:
-            before = len(found)
-            _walk(path, max_depth, found, problems)
-            if len(found) == before and not any(p.startswith(f"{path}") for p in problems):
-                problems.append(f"{path}: no run folders (with a results.json) in it")
-    unique: dict[Path, Path] = {}
-    for folder in found:  # a folder given twice (itself and in its parent) is one run
-        unique.setdefault(folder.resolve(), folder)
-    return list(unique.values()), problems
-
-
-def _walk(folder: Path, depth: int, found: list[Path], problems: list[str]) -> None:
-    if (folder / "results.json").is_file():
-        found.append(folder)
-        return
-    if (folder / "ranks").is_dir():
-        problems.append(f"{folder}: a run folder without results.json (its run did not finish "
-                        "writing it)")  # fmt: skip
-        return
-    if depth == 0:
-        return
-    try:
-        children = sorted(p for p in folder.iterdir() if p.is_dir())
-    except OSError as exc:
-        problems.append(f"{folder}: cannot read it ({exc.strerror})")
-        return
-    for child in children:
-        _walk(child, depth - 1, found, problems)
-
-
 # ----------------------------------------------------------------------------- the database
 
 
@@ -456,13 +371,13 @@ def _prepare(conn: sqlite3.Connection, *, path: Path) -> None:
         # WAL: readers do not block the writer and one writer does not block readers; it
         # persists in the file, so it is set once, on creation.
         conn.execute("PRAGMA journal_mode = WAL")
-        with _transaction(conn):
-            for statement in _SCHEMA.split(";"):
+        with transaction(conn):
+            for statement in SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
             conn.execute(
                 "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?), ('created', ?)",
-                (str(SCHEMA_VERSION), _now()),
+                (str(SCHEMA_VERSION), now_utc()),
             )
         return
     if "meta" not in tables:
@@ -478,29 +393,6 @@ def _prepare(conn: sqlite3.Connection, *, path: Path) -> None:
             f"{path}: history schema version {version} is newer than this clusterbench's "
             f"({SCHEMA_VERSION}); upgrade clusterbench or use another --history"
         )
-
-
-def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
-    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-
-
-def _add_timings_column(conn: sqlite3.Connection) -> None:
-    """A database made before ``runs.timings`` existed gets it (NULL for its runs)."""
-    if "timings" not in _columns(conn, "runs"):
-        conn.execute("ALTER TABLE runs ADD COLUMN timings TEXT")
-
-
-@contextlib.contextmanager
-def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    # IMMEDIATE takes the write lock at the start, so a busy database waits (busy timeout)
-    # before anything is done rather than failing halfway.
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
 
 
 def _is_busy(exc: BaseException) -> bool:
@@ -522,86 +414,9 @@ def _run_row(row: tuple[Any, ...]) -> RunRow:
     return RunRow(**values)
 
 
-def _run_values(results: Results, run_dir: Path) -> dict[str, Any]:
-    run = results.run
-    return {
-        "id": run.id,
-        "started": run.started,
-        "started_utc": _utc(run.started),
-        "finished": run.finished,
-        "suite": run.suite,
-        "status": run.status,
-        "hosts": json.dumps(_hostnames(results)),
-        "gpu_models": json.dumps(sorted({g.name for h in results.hosts for g in h.gpus})),
-        "versions": json.dumps(_versions(results), sort_keys=True),
-        "world_size": run.world_size,
-        "num_nodes": run.num_nodes,
-        "backend": run.backend,
-        "run_dir": str(Path(run_dir).absolute()),
-        "tool_version": results.tool.version,
-        "num_measurements": len(results.measurements),
-        "num_fail": sum(f.severity == "fail" for f in results.findings),
-        "num_warn": sum(f.severity == "warn" for f in results.findings),
-        "recorded": _now(),
-        "results_json_zlib": zlib.compress(results.model_dump_json().encode("utf-8")),
-        "timings": json.dumps(
-            {
-                "benchmark_seconds": run.benchmark_seconds,
-                "settings": run.config.get("benchmarks", {}),
-            },
-            sort_keys=True,
-        ),
-    }
-
-
-def _measurement_values(m: Measurement) -> tuple[Any, ...]:
-    stats = m.stats
-    return (
-        m.benchmark, m.metric, canonical_params(m.params), m.host, m.device, m.rank,
-        _finite(m.value), m.unit,
-        None if stats is None else _finite(stats.median),
-        None if stats is None else _finite(stats.cv),
-        None if stats is None else stats.samples,
-    )  # fmt: skip
-
-
-def _hostnames(results: Results) -> list[str]:
-    """The run's hosts (its inventory, else the hosts its measurements name), sorted."""
-    names = {h.hostname for h in results.hosts} or {m.host for m in results.measurements}
-    return sorted(names)
-
-
-def _versions(results: Results) -> dict[str, str]:
-    """Each software version over the run's hosts: one value, or the distinct ones joined."""
-    seen: dict[str, set[str]] = {}
-    for host in results.hosts:
-        for key, value in host.versions.items():
-            seen.setdefault(key, set()).add(value)
-    return {key: ", ".join(sorted(values)) for key, values in seen.items()}
-
-
 def _decode(blob: bytes, *, run_id: str) -> Results:
     try:
         return Results.model_validate_json(zlib.decompress(blob))
     except (zlib.error, ValueError) as exc:
         first = str(exc).splitlines()[0]
         raise HistoryError(f"the recorded results of run {run_id} do not load: {first}") from None
-
-
-def _finite(value: float) -> float | None:
-    return value if value == value and abs(value) != float("inf") else None
-
-
-def _utc(stamp: str) -> str:
-    """An ISO 8601 time as UTC, seconds, ``+00:00`` (sortable as text); naive times are UTC."""
-    try:
-        when = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return stamp
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return when.astimezone(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

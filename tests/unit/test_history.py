@@ -12,12 +12,12 @@ import pytest
 
 from clusterbench.history_db import (
     HISTORY_ENV,
-    SCHEMA_VERSION,
     HistoryError,
     default_history_path,
-    find_run_folders,
     open_history,
 )
+from clusterbench.history_import import find_run_folders
+from clusterbench.history_tables import SCHEMA_VERSION
 from clusterbench.schema import (
     Finding,
     GpuInfo,

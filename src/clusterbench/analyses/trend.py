@@ -51,7 +51,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from clusterbench.history_db import MetricPoint, canonical_params
+from clusterbench.history_db import MetricPoint
+from clusterbench.history_tables import canonical_params
 from clusterbench.thresholds import Thresholds, practical_floor
 
 __all__ = [

@@ -187,7 +187,8 @@ def history_import(
     """Record run folders in the history (again): the database rebuilt from the run folders.
     A run already recorded is replaced; folders that cannot be read are listed, one line each."""
     from clusterbench.compare_io import load_run
-    from clusterbench.history_db import HistoryError, find_run_folders, open_history
+    from clusterbench.history_db import HistoryError, open_history
+    from clusterbench.history_import import find_run_folders
     from clusterbench.report.history import import_progress
 
     folders, problems = find_run_folders(dirs)
