@@ -46,7 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from clusterbench.analyses.trace import attribution as trace_attribution
-from clusterbench.analyses.trace.file import RankTrace, TraceError, _modern_cat, read_trace
+from clusterbench.analyses.trace.file import RankTrace, TraceError, read_trace
+from clusterbench.analyses.trace.formats import modern_cat
 from clusterbench.traces import trace
 
 Event = dict[str, Any]
@@ -290,7 +291,7 @@ def run_hta(ta: Any, *, several: bool) -> HtaRun:
                             _number(overlap.loc[r, "comp_comm_overlap_pctg"]))  # fmt: skip
         kernel_time[r] = float(total)
         gpu = _device_rows(ta, r)
-        cats = [_modern_cat(sym[int(c)], "") for c in gpu["cat"]]
+        cats = [modern_cat(sym[int(c)], "") for c in gpu["cat"]]
         kept[r] = {(c, _plain(k)) for c, k in zip(cats, gpu["correlation"], strict=True)}
         rows = zip(cats, gpu["name"], gpu["ts"], gpu["dur"], strict=True)
         shift = float(getattr(ta.t, "min_ts", 0.0))  # HTA starts its clock at the first event
@@ -412,7 +413,7 @@ def load_events(path: Path) -> list[Event]:
     with opener(path, "rt") as f:
         data = json.load(f)
     events = data if isinstance(data, list) else data.get("traceEvents", [])
-    return [{**e, "cat": _modern_cat(str(e.get("cat", "")), str(e.get("name", "")))}
+    return [{**e, "cat": modern_cat(str(e.get("cat", "")), str(e.get("name", "")))}
             for e in events if isinstance(e, dict)]  # fmt: skip
 
 

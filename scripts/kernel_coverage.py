@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterbench.analyses.trace.file import open_trace
+from clusterbench.analyses.trace.formats import open_trace
 from clusterbench.traces.kernels import classify, families_page
 
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"})

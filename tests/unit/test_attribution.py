@@ -8,6 +8,7 @@ import pytest
 
 from clusterbench.benchmarks.attribution import findings as attribution_analysis
 from clusterbench.benchmarks.attribution import section as attribution_report
+from clusterbench.benchmarks.attribution import stragglers as attribution_stragglers
 from clusterbench.schema import Finding, Measurement, NcclRankInfo, Results, RunInfo, ToolInfo
 from clusterbench.thresholds import Thresholds
 from clusterbench.traces.ranks import collective_waits, start_lateness
@@ -224,11 +225,11 @@ def test_a_rank_busy_longer_than_its_peers_is_named() -> None:
     # ranks 0, 1, 3 wait 30% of the step for rank 2, which is busy 99% of it
     slow_ranks = [*ms(0, 30.0), *ms(1, 31.0), *ms(2, 1.0), *ms(3, 29.5)]
     slow = Results(tool=ToolInfo(version="0"), run=run, measurements=slow_ranks)
-    [finding] = attribution_analysis.busy_time_outliers(slow, mads=3.0, min_rel=0.05)
+    [finding] = attribution_stragglers.busy_time_outliers(slow, mads=3.0, min_rel=0.05)
     assert finding.evidence["rank"] == 2 and finding.scope == "host:h1/cuda:0"
     even = Results(tool=ToolInfo(version="0"), run=run,
                    measurements=[*ms(0, 3.0), *ms(1, 3.2), *ms(2, 2.9), *ms(3, 3.1)])  # fmt: skip
-    assert attribution_analysis.busy_time_outliers(even, mads=3.0, min_rel=0.05) == []
+    assert attribution_stragglers.busy_time_outliers(even, mads=3.0, min_rel=0.05) == []
 
 
 def test_a_rank_busy_a_fraction_of_a_millisecond_longer_is_no_finding() -> None:
@@ -255,8 +256,8 @@ def test_a_rank_busy_a_fraction_of_a_millisecond_longer_is_no_finding() -> None:
         return Results(tool=ToolInfo(version="0"), run=run, measurements=out)
 
     def slow(res: Results) -> list[Finding]:
-        return attribution_analysis.busy_time_outliers(res, mads=3.0, min_rel=0.05,
-                                                       min_spread_pct=5.0)  # fmt: skip
+        return attribution_stragglers.busy_time_outliers(res, mads=3.0, min_rel=0.05,
+                                                         min_spread_pct=5.0)  # fmt: skip
 
     busy = [1.3, 1.5, 1.3, 1.5, 1.31, 1.29, 1.3, 1.3]
     assert slow(results_of(busy)) == []

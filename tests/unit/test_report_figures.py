@@ -22,6 +22,7 @@ from clusterbench.analyses.run import report_plots
 from clusterbench.benchmarks.attribution import AttributionMetrics as A
 from clusterbench.benchmarks.attribution import figures as attribution_figures
 from clusterbench.benchmarks.attribution import findings as attribution_analysis
+from clusterbench.benchmarks.attribution import stragglers as attribution_stragglers
 from clusterbench.benchmarks.attribution.thresholds import AttributionThresholds
 from clusterbench.benchmarks.collectives import CollectivesMetrics as C
 from clusterbench.benchmarks.collectives import figures as collectives_figures
@@ -474,7 +475,7 @@ def test_attribution_stacks_the_four_classes_per_rank_and_marks_the_straggler() 
                 **common,
             )
         )
-    (finding,) = attribution_analysis.straggler_findings(
+    (finding,) = attribution_stragglers.straggler_findings(
         results_of(ms, num_nodes=2), min_spread_pct=AttributionThresholds().straggler_min_spread_pct
     )
     assert finding.evidence["rank"] == 2

@@ -12,7 +12,7 @@ import pytest
 
 from clusterbench.analyses.trace import attribution as trace_attribution
 from clusterbench.analyses.trace.file import RankTrace
-from clusterbench.benchmarks.attribution.findings import find_straggler, straggler_findings
+from clusterbench.benchmarks.attribution.stragglers import find_straggler, straggler_findings
 from clusterbench.schema import Results, RunInfo, ToolInfo
 from clusterbench.traces import ranks, whatif
 from clusterbench.traces.trace import Collective

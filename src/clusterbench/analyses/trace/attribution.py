@@ -3,21 +3,22 @@ rank and profiled step, compute, memory, communication (exposed; the overlapped 
 and coordination; the ranks' collectives matched, so that the time a collective waited for
 the last rank is coordination and the rank that arrives last is named; the top kernels by
 time with their class.  What :func:`measurements` gives is the attribution benchmark's
-measurements (params ``source=trace``), so its findings, section and figures judge them.
+measurements (params ``source=trace``), so its findings, section and figures judge them.  The
+ranks' matching and timing: :mod:`clusterbench.analyses.trace.timing`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from clusterbench.analyses.trace.file import RankTrace
+from clusterbench.analyses.trace.timing import RankTiming, rank_timing, time_ranks, timing_notes
 from clusterbench.declared.attribution import AttributionMetrics
 from clusterbench.metrics import Metric
 from clusterbench.schema import Finding, Measurement, ParamValue, Stats
-from clusterbench.traces import idle, kernels, ranks, whatif
+from clusterbench.traces import idle, kernels, whatif
 from clusterbench.traces import trace as kineto
 from clusterbench.traces.ranks import ClockFit
 
@@ -95,14 +96,14 @@ def attribute(
             mine = _collective_activities(t, start, end)
             collectives.update(kineto.step_collectives([_step_event(n, start, end)], acts=mine))
         per_rank.append(collectives)
-    timing = _time_ranks(traces, per_rank)
-    timings = [_rank_timing(timing, i) for i in range(len(traces))]
+    timing = time_ranks(traces, per_rank)
+    timings = [rank_timing(timing, i) for i in range(len(traces))]
     workers = _workers(traces, jobs)
     if workers > 1:
         out = _attribute_in_pool(traces, timings, workers=workers, top=top)
     else:
         out = [_attribute_rank(t, r, top=top) for t, r in zip(traces, timings, strict=True)]
-    notes = _notes(traces, per_rank, timing)
+    notes = timing_notes(traces, per_rank, timing)
     rank_steps = sum(len(r.steps) for r in out)
     if rank_steps > STEP_ROWS:
         notes.append((
@@ -130,30 +131,6 @@ def _collective_activities(t: RankTrace, start: float, end: float) -> list[kinet
     ]  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class _RankTiming:
-    """What one rank's second pass needs of the ranks' timing."""
-
-    waits: dict[int, list[float]]
-    start_waits: dict[int, list[float]] | None
-    """None: the rank is not timed against the others."""
-    late: list[float]
-    last: int
-    offset_ms: float | None
-    saving_ms: float | None
-
-
-def _rank_timing(timing: _Timing, i: int) -> _RankTiming:
-    return _RankTiming(
-        waits=timing.waits[i],
-        start_waits=timing.start_waits.get(i) if i in timing.group else None,
-        late=timing.late.get(i, []),
-        last=timing.last[i],
-        offset_ms=timing.offsets.get(i),
-        saving_ms=timing.savings.get(i),
-    )
-
-
 _ACTIVITIES_PER_WORKER = 2_000_000
 """Without ``jobs``, one process per this many activities at most: a process splits some
 200,000 a second, and starting the pool takes a third of a second."""
@@ -172,7 +149,7 @@ def _workers(traces: list[RankTrace], jobs: int | None) -> int:
 
 
 def _attribute_in_pool(
-    traces: list[RankTrace], mine: list[_RankTiming], *, workers: int, top: int
+    traces: list[RankTrace], mine: list[RankTiming], *, workers: int, top: int
 ) -> list[RankAttribution]:
     """:func:`_attribute_rank` of every rank in ``workers`` processes; each result keeps the
     parent's RankTrace, not the copy that came back."""
@@ -189,7 +166,7 @@ def _attribute_in_pool(
     return out
 
 
-def _attribute_rank(t: RankTrace, timing: _RankTiming, *, top: int) -> RankAttribution:
+def _attribute_rank(t: RankTrace, timing: RankTiming, *, top: int) -> RankAttribution:
     """One rank's steps split, its waits, idle and what-ifs, from its activities (read from
     its arrays here and dropped after)."""
     acts = {n: t.activities(start, end) for n, start, end in t.steps}
@@ -219,157 +196,6 @@ def _attribute_rank(t: RankTrace, timing: _RankTiming, *, top: int) -> RankAttri
         launch_gaps_ms=[s.gaps_ms for s in idle_split],
         fusable_ms=fusable,
     )
-
-
-@dataclass(kw_only=True)
-class _Timing:
-    """The ranks timed against each other: ``group`` (indices into the traces) on one clock."""
-
-    group: list[int] = field(default_factory=list)
-    waits: list[dict[int, list[float]]] = field(default_factory=list)
-    start_waits: dict[int, dict[int, list[float]]] = field(default_factory=dict)
-    late: dict[int, list[float]] = field(default_factory=dict)
-    spreads: list[float] = field(default_factory=list)
-    last: Counter[int] = field(default_factory=Counter)
-    offsets: dict[int, float] = field(default_factory=dict)
-    savings: dict[int, float] = field(default_factory=dict)
-    fit: ClockFit | None = None
-    left_out: list[int] = field(default_factory=list)
-    """Ranks without collectives in the steps the others share: not timed against them."""
-
-
-def _sharing(
-    per_rank: list[dict[int, tuple[kineto.Collective, ...]]], group: list[int]
-) -> tuple[list[int], list[int]]:
-    """(the ranks of ``group`` that hold collectives in every step where the most ranks hold
-    them, the others): a rank whose trace has no collectives, or whose profiled steps are other
-    steps, would leave no collective matched across all the ranks."""
-    counts = Counter(n for i in group for n, cs in per_rank[i].items() if cs)
-    if not counts:
-        return group, []
-    most = max(counts.values())
-    shared = {n for n, c in counts.items() if c == most}
-    kept = [i for i in group if shared <= {n for n, cs in per_rank[i].items() if cs}]
-    return kept, [i for i in group if i not in kept]
-
-
-def _time_ranks(
-    traces: list[RankTrace], per_rank: list[dict[int, tuple[kineto.Collective, ...]]]
-) -> _Timing:
-    """Waits (duration-based, clock-free) within the ranks that share their steps; lateness,
-    start waits and the straggler's saving on the common clock.  Ranks with ProfilerStep spans
-    are timed among themselves; traces read as one window only where every rank is one, and
-    then only if their collectives' ends agree once aligned (the k-th collective of windows
-    that start apart may not be one operation)."""
-    num = len(traces)
-    timing = _Timing(waits=[{} for _ in traces])
-    stepped = [i for i, t in enumerate(traces) if not t.windowed]
-    group = stepped if len(stepped) > 1 else (list(range(num)) if not stepped else [])
-    group, timing.left_out = _sharing(per_rank, group)
-    if len(group) < 2:
-        return timing
-    mine = [per_rank[i] for i in group]
-    for i, waits in zip(group, ranks.collective_waits(mine), strict=True):
-        timing.waits[i] = waits
-    if not stepped:  # a window's first collective waits for the ranks' profilers to start:
-        # unmatched (its place kept, so that the k-th wait stays the k-th collective's)
-        mine = [{n: tuple(dataclasses.replace(c, doubtful=k == 0) for k, c in enumerate(cs))
-                 for n, cs in r.items()} for r in mine]  # fmt: skip
-    aligned, fit = ranks.on_common_clock(mine)
-    timing.fit = fit
-    on_one_clock = fit is not None and fit.holds
-    if not on_one_clock and not stepped:
-        return timing  # windows that start apart, and no clock to put them on
-    timing.group = group
-    spreads, late = ranks.start_lateness(aligned)
-    timing.spreads = spreads
-    for i, waits, lateness in zip(group, ranks.start_waits(aligned), late, strict=True):
-        timing.start_waits[i] = waits
-        timing.late[i] = lateness
-    for _, _, same in ranks.matched_collectives(aligned):
-        offsets = [c.offset_ms for c in same]
-        timing.last[group[offsets.index(max(offsets))]] += 1
-    if fit is not None and on_one_clock:
-        timing.offsets = dict(zip(group, fit.offsets_ms, strict=True))
-        common = set.intersection(*(set(r) for r in mine))
-        spans = [[(s, e) for n, s, e in traces[i].steps if n in common] for i in group]
-        starts = [
-            sp[0][0] / 1e3 - o if sp else 0.0 for sp, o in zip(spans, fit.offsets_ms, strict=True)
-        ]
-        if not stepped:  # from the first timed collective on: no gap before it
-            first = [next((c for n in sorted(r) for c in r[n] if not c.doubtful), None)
-                     for r in aligned]  # fmt: skip
-            starts = [c.at_ms or 0.0 if c is not None else 0.0 for c in first]
-        if all(spans):
-            savings = whatif.straggler_savings(
-                aligned, starts_ms=starts, num_steps=len(common),
-            )  # fmt: skip
-            timing.savings = dict(zip(group, savings, strict=True))
-    return timing
-
-
-def _notes(
-    traces: list[RankTrace],
-    per_rank: list[dict[int, tuple[kineto.Collective, ...]]],
-    timing: _Timing,
-) -> list[tuple[str, str, str]]:
-    notes: list[tuple[str, str, str]] = []
-    mine = [per_rank[i] for i in timing.group] if timing.group else per_rank
-    differ = ranks.mismatched(mine) if len(mine) > 1 else 0
-    if differ:
-        notes.append((
-            "attribution.trace.unmatched",
-            f"{differ} collective(s) run different kernels on different ranks at the same place "
-            "in a step (a sampled trace, or process groups whose collectives interleave "
-            "differently): not matched, so their waits and lateness are not counted",
-            "profile every rank over the same steps, whole (no sampling)",
-        ))  # fmt: skip
-    fit = timing.fit
-    if fit is not None:
-        group = timing.group or list(range(len(traces)))
-        far = max(range(len(fit.offsets_ms)), key=lambda i: abs(fit.offsets_ms[i]))
-        aligned = fit.holds
-        notes.append((
-            "attribution.trace.clock",
-            f"The ranks' clocks aligned on the ends of {fit.num_collectives} matched "
-            f"collectives: moved by up to {fit.moved_ms:.3f} ms (rank "
-            f"{traces[group[far]].rank}); the ends then agree within {fit.residual_ms:.3f} ms "
-            f"(median; at most {fit.residual_max_ms:.3f} ms)"
-            + ("" if aligned else f", more than the {fit.tolerance_ms:.1f} ms that shows one "
-               "collective matched on every rank: lateness is measured from each rank's own "
-               "step start instead"),
-            "" if aligned else "profile every rank over the same steps, whole (no sampling)",
-        ))  # fmt: skip
-    if timing.left_out:
-        named = ", ".join(str(traces[i].rank) for i in timing.left_out)
-        notes.append((
-            "attribution.trace.not_timed",
-            f"rank(s) {named}: no collectives in the profiled steps the other ranks share (a "
-            "trace without its collectives, or other steps profiled): left out of the matching, "
-            "the clock and the straggler; the others are timed among themselves",
-            "profile every rank over the same steps, with its device activity "
-            "(ProfilerActivity.CUDA)",
-        ))  # fmt: skip
-    windowed = [t for t in traces if t.windowed]
-    if windowed:
-        timed = (
-            "timed against each other on their aligned clocks"
-            if (len(windowed) == len(traces) and timing.group)
-            else "not timed against each other"
-        )
-        notes.append((
-            "attribution.trace.window",
-            f"{len(windowed)} trace(s) without ProfilerStep#N spans ("
-            + ", ".join(t.path.name for t in windowed[:3])
-            + (", ..." if len(windowed) > 3 else "")
-            + f"): each is read as one window, from its first activity to its last, {timed}"
-            + ("" if len(windowed) == len(traces) else
-               "; the ranks with steps are timed among themselves")
-            + "; a torch.profiler schedule (docs: the analyze recipe) gives steps to compare",
-            "profile with a torch.profiler schedule (wait, warmup, active) and call "
-            "prof.step() once per training step",
-        ))  # fmt: skip
-    return notes
 
 
 def _fusable_ms(acts: list[kineto.Activity], *, start: float, end: float) -> float:

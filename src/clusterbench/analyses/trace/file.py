@@ -7,38 +7,35 @@ spans, and every device activity (kernel, copy, memset; on a trace without a dev
 the host ops, as :mod:`clusterbench.traces.trace` reads CPU runs) as a start,
 an end, a class and a name, kept in flat arrays.  The classes and the split of each step are
 those of the attribution benchmark (``trace.step_breakdowns``), so a team's job and
-clusterbench's own workloads are judged alike.
+clusterbench's own workloads are judged alike.  ``ts``/``dur`` are read as numbers or strings.
 
-The rank is the trace's ``distributedInfo.rank``, else a number in the file's name
-(``rank-3``, ``rank_3``, ``rank3``), else, for the one file given, 0, else, the last resort,
-the N of a worker name ``workerN`` (:func:`_worker_rank`).  The host is the trace's
-``host_name`` (Kineto writes ``gethostname()`` there since pytorch/kineto#1323, March 2026),
-else the file's name where it is ``tensorboard_trace_handler``'s default: the handler names a
-file ``{worker_name}.{time}.pt.trace.json[.gz]`` with ``worker_name`` ``{hostname}_{pid}``
-unless given one (torch/profiler/profiler.py), so ``HOST_PID`` is read as a host only where PID is
-the pid of the process the trace recorded (its host events' ``pid``); a worker name of the
-job's own (``worker0_step_12``) is not a host, and the host is unknown.
-
-Every format torch.profiler has written since PyTorch 1.8 is read: Kineto's categories before
-its June 2021 rename (``Kernel``, ``Memcpy``, ``Memset``, ``Runtime``, ``Operator``, ``User``;
-``Kernel``, ``Memcpy`` and ``Memset`` lasted to April 2022) are taken as today's
-(``kernel``, ``gpu_memcpy``, ``gpu_memset``, ``cuda_runtime``, ``cpu_op`` or
-``user_annotation``, ``gpu_user_annotation``), and ``ts``/``dur`` as numbers or strings.
+Which files are traces and the formats read: :mod:`clusterbench.analyses.trace.formats`; the
+rank and host of a trace: :mod:`clusterbench.analyses.trace.identity`.
 """
 
 from __future__ import annotations
 
 import gzip
-import json
 import re
 import zlib
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from clusterbench.analyses.trace import events as trace_events
+from clusterbench.analyses.trace.formats import (
+    LEGACY_CATS,
+    events_array,
+    gpu_names,
+    head_fields,
+    is_trace,
+    modern_cat,
+    open_trace,
+    read_head,
+)
+from clusterbench.analyses.trace.identity import host_of, rank_of, worker_rank
 from clusterbench.traces import trace
 
 __all__ = [
@@ -47,8 +44,6 @@ __all__ = [
     "TraceError",
     "TraceScan",
     "find_traces",
-    "is_trace",
-    "open_trace",
     "read_trace",
     "scan_traces",
 ]
@@ -57,26 +52,11 @@ _KINDS: tuple[trace.Kind, ...] = ("compute", "memory", "comm", "unclassified")
 _GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 _HOST_CATS = frozenset({"cpu_op", "user_annotation"})
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
-_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
-_WORKER_IN_NAME = re.compile(r"(?<![a-z])worker(\d+)", re.IGNORECASE)
-_HANDLER_NAME = re.compile(
-    r"^(?P<worker>(?P<host>.+)_(?P<pid>\d+))\.\d+\.pt\.trace\.json(?:\.gz)?$"
-)
 _INPUT_PREFIX = "enumerate(DataLoader)#"
 """With ``.__next__`` at its end, the span torch's DataLoader iterator records around each
 ``next()``: ``"enumerate(DataLoader)#{}.__next__".format(self.__class__.__name__)``
 (torch/utils/data/dataloader.py, ``_BaseDataLoaderIter``), e.g.
 ``_SingleProcessDataLoaderIter``, ``_MultiProcessingDataLoaderIter``."""
-_LEGACY_CATS = {
-    "Kernel": "kernel",
-    "Memcpy": "gpu_memcpy",
-    "Memset": "gpu_memset",
-    "Runtime": "cuda_runtime",
-    "User": "gpu_user_annotation",
-    "gpu_user_Annotation": "gpu_user_annotation",
-}
-"""Kineto's category names before today's (libkineto/src/output_json.cpp to June 2021;
-ActivityType.cpp's ``gpu_user_Annotation`` after it), by today's name."""
 
 
 class TraceError(ValueError):
@@ -218,112 +198,6 @@ def _no_trace_in(folder: Path, passed: list[Path]) -> str:
     )
 
 
-def open_trace(path: Path) -> IO[bytes]:
-    """The file's bytes, gunzipped where it starts as a gzip does (whatever its name)."""
-    raw = path.open("rb")
-    if raw.read(2) == b"\x1f\x8b":
-        raw.seek(0)
-        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
-    raw.seek(0)
-    return raw
-
-
-_HEAD = 1 << 16
-_HEAD_MAX = 1 << 24
-"""Kineto writes its metadata before ``traceEvents``; a large job's ``distributedInfo``
-(every process group with its ranks) can take more than the first 64 KiB."""
-
-
-def _read_head(stream: IO[bytes]) -> bytes:
-    """The file's start, up to its ``"traceEvents"`` key (at most 16 MiB) where it is JSON."""
-    head = stream.read(_HEAD)
-    while (
-        b'"traceEvents"' not in head
-        and head.lstrip()[:1] == b"{"
-        and len(head) < _HEAD_MAX
-        and (more := stream.read(len(head)))
-    ):
-        head += more
-    return head
-
-
-_KEY = re.compile(r'"(distributedInfo|deviceProperties|host_name)"\s*:\s*')
-
-
-def _head_fields(head: bytes) -> dict[str, Any]:
-    """``distributedInfo``, ``deviceProperties`` and ``host_name`` where they come before the
-    events (Kineto writes them first), each decoded whole from where its value starts."""
-    if head.lstrip()[:1] == b"[":
-        return {}  # the array form has events only
-    text = head.decode("utf-8", errors="replace")
-    events_at = text.find('"traceEvents"')
-    decoder = json.JSONDecoder()
-    out: dict[str, Any] = {}
-    for m in _KEY.finditer(text, 0, events_at if events_at >= 0 else len(text)):
-        try:
-            out[m.group(1)], _ = decoder.raw_decode(text, m.end())
-        except ValueError:
-            continue
-    return out
-
-
-def _gpu_names(fields: dict[str, Any]) -> list[str]:
-    props = fields.get("deviceProperties")
-    if not isinstance(props, list):
-        return []
-    return [str(p["name"]) for p in props if isinstance(p, dict) and p.get("name")]
-
-
-def _rank_of(path: Path, info: dict[str, Any]) -> tuple[int, str] | None:
-    """The rank and where it was read: ``distributedInfo.rank``, else ``rank-N`` in the
-    file's name."""
-    rank = info.get("rank")
-    if isinstance(rank, int) or (isinstance(rank, str) and rank.isdigit()):
-        return int(rank), "distributedInfo"
-    m = _RANK_IN_NAME.search(path.name)
-    return (int(m.group(1)), "file name") if m else None
-
-
-def _worker_rank(path: Path, pid: int | None) -> int | None:
-    """The N of ``workerN`` in the file's name: the TensorBoard profiler plugin calls each
-    process of a job a worker and its tests name a DDP job's two ranks' traces ``worker0``
-    and ``worker1`` (pytorch/kineto, tb_plugin/test/test_profiler.py,
-    ``test_distributed_nccl``, commit 041e7ce99f1562dd81232ee58b7c454ef16bfae2), as
-    ``tensorboard_trace_handler(dir, worker_name=f"worker{rank}")`` does.  The last resort:
-    the plugin's own tests also name one process's cycles ``worker{step_num}``
-    (tb_plugin/test/test_compare_with_autograd.py), and a Kubernetes pod's host name
-    (``job-worker3``) is not a rank, so none is read from ``tensorboard_trace_handler``'s
-    default ``HOST_PID`` name where PID is this process's."""
-    m = _HANDLER_NAME.match(path.name)
-    if m is not None and pid is not None and int(m.group("pid")) == pid:
-        return None
-    w = _WORKER_IN_NAME.search(path.name)
-    return int(w.group(1)) if w else None
-
-
-def _host_of(path: Path, pid: int | None) -> tuple[str, str | None]:
-    """The host in ``tensorboard_trace_handler``'s default file name (``HOST_PID.TIME...``)
-    where PID is the trace's process, else unknown; and the name's worker part where it looks
-    like the default but its PID is not the process's (a worker name of the job's own)."""
-    m = _HANDLER_NAME.match(path.name)
-    if m is None:
-        return "unknown", None
-    if pid is not None and int(m.group("pid")) == pid:
-        return m.group("host"), None
-    return "unknown", m.group("worker")
-
-
-def _modern_cat(cat: str, name: str) -> str:
-    """Today's category of an event of any Kineto version (:data:`_LEGACY_CATS`); before
-    June 2021 ops and ``record_function`` spans were both ``Operator``: torch's own spans
-    (``ProfilerStep#N``, ``enumerate(DataLoader)#...``, ``Optimizer.step#SGD.step``,
-    ``DistributedDataParallel.forward``) are annotations, the rest ops."""
-    if cat == "Operator":
-        annotation = "#" in name or name.startswith("DistributedDataParallel.")
-        return "user_annotation" if annotation else "cpu_op"
-    return _LEGACY_CATS.get(cat, cat)
-
-
 class _Reducer:
     """Takes a trace's events one at a time and keeps what the attribution needs."""
 
@@ -355,8 +229,8 @@ class _Reducer:
             return
         name = str(e.get("name", ""))
         cat = str(e.get("cat", ""))
-        if cat in _LEGACY_CATS or cat == "Operator":
-            cat = _modern_cat(cat, name)
+        if cat in LEGACY_CATS or cat == "Operator":
+            cat = modern_cat(cat, name)
         try:
             start = float(e.get("ts", 0.0))
             end = start + float(e.get("dur", 0.0))
@@ -449,48 +323,6 @@ class _Reducer:
             out.names.append(self.host_names[i])
 
 
-def is_trace(path: Path) -> bool:
-    """Whether the file may be a torch.profiler trace: False only for a JSON object without
-    ``traceEvents`` before its events would start (a config, a trainer's state) and a JSON
-    array whose first items are not trace events (:func:`_events_array`), which a folder's
-    search passes over; for anything else (a gzip of text, a truncated file),
-    :func:`read_trace` says what is wrong with it."""
-    try:
-        with open_trace(path) as stream:
-            head = _read_head(stream)
-    except (OSError, EOFError, zlib.error):
-        return True
-    first = head.lstrip()[:1]
-    if first == b"[":
-        return _events_array(head)
-    return not (first == b"{" and b'"traceEvents"' not in head)
-
-
-_FIRST_ITEMS = 3
-"""The items of an array checked to be trace events, where the head holds them whole."""
-
-
-def _events_array(head: bytes) -> bool:
-    """Whether a JSON array's first items (those whole in ``head``, up to
-    :data:`_FIRST_ITEMS`) are trace events: objects with ``ph`` and ``ts``, as the Chrome
-    Trace Event Format's array form holds (torch.profiler's before PyTorch 1.8.0).  Where
-    not one item is whole in the head, whether the head names both keys."""
-    text = head.decode("utf-8", errors="replace").lstrip()[1:]
-    decoder = json.JSONDecoder()
-    items: list[object] = []
-    at = 0
-    while len(items) < _FIRST_ITEMS:
-        at = len(text) - len(text[at:].lstrip(" \t\r\n,"))
-        try:
-            item, at = decoder.raw_decode(text, at)
-        except ValueError:
-            break
-        items.append(item)
-    if not items:
-        return b'"ph"' in head and b'"ts"' in head
-    return all(isinstance(e, dict) and "ph" in e and "ts" in e for e in items)
-
-
 def read_trace(path: Path | str, *, default_rank: int | None = None) -> RankTrace:
     """One rank's trace, streamed.  TraceError (one line naming the file) for a file that is
     not a trace, is truncated or corrupt, or names no rank; ``default_rank``: the rank of a
@@ -501,19 +333,19 @@ def read_trace(path: Path | str, *, default_rank: int | None = None) -> RankTrac
     try:
         size = path.stat().st_size
         with open_trace(path) as stream:
-            head = _read_head(stream)
+            head = read_head(stream)
             _check_head(path, head, gzipped=isinstance(stream, gzip.GzipFile))
-            fields = _head_fields(head)
+            fields = head_fields(head)
             info = fields.get("distributedInfo")
             info = info if isinstance(info, dict) else {}
-            named = _rank_of(path, info)
+            named = rank_of(path, info)
             if named is None and default_rank is not None:
                 named = (default_rank, "lone trace")
             backend = str(info["backend"]) if info.get("backend") else None
             host = str(fields.get("host_name") or "unknown")
             out = RankTrace(path=path, rank=named[0] if named else 0, host=host, num_bytes=size,
                             world_size=_int(info.get("world_size")), backend=backend,
-                            gpu_names=_gpu_names(fields))  # fmt: skip
+                            gpu_names=gpu_names(fields))  # fmt: skip
             reducer = _Reducer(out)
             for batch in trace_events.event_batches(head, stream):
                 for e in batch:
@@ -529,8 +361,8 @@ def read_trace(path: Path | str, *, default_rank: int | None = None) -> RankTrac
     if not len(out.starts):
         raise TraceError(f"{path}: no kernels and no host ops in its {out.num_events} events")
     if not fields.get("host_name"):
-        out.host, out.worker_name = _host_of(path, out.pid)
-    if named is None and (worker := _worker_rank(path, out.pid)) is not None:
+        out.host, out.worker_name = host_of(path, out.pid)
+    if named is None and (worker := worker_rank(path, out.pid)) is not None:
         named = (worker, "worker name")
     if named is None:
         out.rank_from = "none"
@@ -552,7 +384,7 @@ def _check_head(path: Path, head: bytes, *, gzipped: bool) -> None:
     if start[:1] not in (b"{", b"["):
         raise TraceError(f"{path}: {inside}not JSON (it starts {start[:16]!r}): not a trace")
     if start[:1] == b"[":
-        if not _events_array(head):
+        if not events_array(head):
             raise TraceError(
                 f"{path}: a JSON array, not of trace events (objects with ph and ts): not a trace"
             )

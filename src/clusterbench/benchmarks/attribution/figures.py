@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from clusterbench.benchmarks.attribution.accum_figures import accum_figure
-from clusterbench.benchmarks.attribution.findings import CLASSES, find_straggler
+from clusterbench.benchmarks.attribution.findings import CLASSES
+from clusterbench.benchmarks.attribution.stragglers import find_straggler
 from clusterbench.benchmarks.attribution.thresholds import AttributionThresholds
 from clusterbench.schema import Measurement
 from clusterbench.views.cells import Grid, format_value, where

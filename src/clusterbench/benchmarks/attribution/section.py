@@ -14,7 +14,7 @@ from clusterbench.benchmarks.attribution.accum import (
     accum_curve,
     accum_statement,
 )
-from clusterbench.benchmarks.attribution.findings import find_straggler
+from clusterbench.benchmarks.attribution.stragglers import find_straggler
 from clusterbench.benchmarks.attribution.thresholds import AttributionThresholds
 from clusterbench.schema import Measurement
 from clusterbench.views.cells import Grid, Section, format_value, metric_cell, where
