@@ -93,7 +93,7 @@ def test_help_explains_options() -> None:
         "--timeout",
     ):
         assert option in result.output
-    from clusterbench.pipeline.start import OVERSUBSCRIBE_FACTOR, OVERSUBSCRIBE_MAX
+    from clusterbench.pipeline.workers import OVERSUBSCRIBE_FACTOR, OVERSUBSCRIBE_MAX
 
     cap = f"up to {OVERSUBSCRIBE_FACTOR}x the cores, at most {OVERSUBSCRIBE_MAX}"
     assert cap in " ".join(result.output.split())  # the help says the cap the runner applies

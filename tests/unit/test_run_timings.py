@@ -21,7 +21,7 @@ from clusterbench.analyses.duration import (
 from clusterbench.config import build_run_config
 from clusterbench.history_db import open_history
 from clusterbench.pipeline.assemble import benchmark_seconds
-from clusterbench.pipeline.start import RunPlan, expected_times, run_plan, timing_tables
+from clusterbench.pipeline.plan import RunPlan, expected_times, run_plan, timing_tables
 from clusterbench.runtime.records import End, Record, Start, parse_record
 from clusterbench.schema import Results, RunInfo, ToolInfo
 

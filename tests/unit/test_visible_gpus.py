@@ -12,7 +12,7 @@ import torch
 
 from clusterbench.hardware import probe
 from clusterbench.hardware.visible import visible_cuda_gpus
-from clusterbench.pipeline import start
+from clusterbench.pipeline import workers
 
 UUIDS = ["GPU-aaaa1111", "GPU-aaaa2222", "GPU-bbbb3333", "GPU-cccc4444"]
 
@@ -125,14 +125,14 @@ def _session(nvml: Any) -> Any:
 def test_run_counts_gpus_without_initialising_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(probe, "nvml_session", _session(FakeNvml()))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,2")
-    assert start.resolve_device("auto") == "cuda"
-    assert start._num_workers(None, "cuda") == 2
+    assert workers.resolve_device("auto") == "cuda"
+    assert workers.worker_count(None, "cuda") == 2
     with pytest.raises(ValueError, match=r"^--nproc 3: only 2 GPU\(s\) visible on this machine$"):
-        start._num_workers(3, "cuda")
+        workers.worker_count(3, "cuda")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert start.resolve_device("auto") == "cpu"
+    assert workers.resolve_device("auto") == "cpu"
     with pytest.raises(ValueError, match=r"^--device cuda: no CUDA GPU is visible on this"):
-        start.resolve_device("cuda")
+        workers.resolve_device("cuda")
 
 
 def test_torch_answers_where_nvml_cannot(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -140,9 +140,9 @@ def test_torch_answers_where_nvml_cannot(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(probe, "nvml_session", _session(None))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)
-    assert start._num_workers(None, "cuda") == 3
+    assert workers.worker_count(None, "cuda") == 3
     monkeypatch.setattr(probe, "nvml_session", _session(FakeNvml(mig=True)))
-    assert start._num_workers(None, "cuda") == 3
+    assert workers.worker_count(None, "cuda") == 3
 
 
 def test_a_run_with_its_own_workers_counts_them_from_torch_s_files(
@@ -156,7 +156,7 @@ def test_a_run_with_its_own_workers_counts_them_from_torch_s_files(
         asked.append(function)
         return 7
 
-    monkeypatch.setattr(start, "in_fork_server", in_fork_server)
+    monkeypatch.setattr(workers, "in_fork_server", in_fork_server)
     monkeypatch.setattr(probe, "nvml_session", _session(FakeNvml()))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     stated: dict[str, str] = {}
@@ -170,8 +170,8 @@ def test_a_run_with_its_own_workers_counts_them_from_torch_s_files(
     for stated_now, count in cases:
         stated.clear()
         stated.update(stated_now)
-        assert start.visible_gpus_torch_unimported() == count, stated
+        assert workers.visible_gpus_torch_unimported() == count, stated
     stated.update({"torch": "2.13.0", "cuda": "12.8"})
     monkeypatch.setattr(probe, "nvml_session", _session(None))  # no NVML
-    assert start.visible_gpus_torch_unimported() == 7
-    assert asked == [start.visible_gpus] * 3
+    assert workers.visible_gpus_torch_unimported() == 7
+    assert asked == [workers.visible_gpus] * 3

@@ -13,7 +13,7 @@ from clusterbench.cli.common import PlainUsage, _console, _print_run, _split, _u
 from clusterbench.exits import ConfigError
 
 if TYPE_CHECKING:
-    from clusterbench.pipeline.start import RunPlan
+    from clusterbench.pipeline.plan import RunPlan
 
 __all__ = ["run"]
 

@@ -2,7 +2,9 @@
 
 - :mod:`.plan`: what each benchmark will do and how long it should take (its budget share);
 - :mod:`.start`: ``run()``: check the input, plan, then start the workers (clusterbench's own
-  launch) or join the launcher's world (torchrun, srun, mpirun, Ray);
+  launch; :mod:`.workers`: on which device, how many) or join the launcher's world (torchrun,
+  srun, mpirun, Ray);
+- :mod:`.join`: a rank joins the world and the ranks agree that the run may start;
 - :mod:`.rank`: the per-rank loop: join, probe, each benchmark under its deadline, record;
 - :mod:`.collect`: how each rank's records reach the process that finishes the run;
 - :mod:`.assemble`: records -> :class:`~clusterbench.schema.Results`;

@@ -21,7 +21,7 @@ class RunOptions:
     flag of each); every field has the command's default.  The lists (``only``, ``skip``,
     ``sets``, ``exports``) may be given as any sequence and are kept as tuples::
 
-        clusterbench.run(RunOptions(only=["gemm", "memory"], device="cpu", baseline="builtin"))
+        clusterbench.run(RunOptions(device="cpu", baseline="builtin"))
     """
 
     suite: str | None = None

@@ -1,5 +1,6 @@
-"""The plan of a run before it starts: what the node measured, each benchmark's expected time,
-and with a budget (``--budget``, ``time_budget_s``) the settings cut to fit it.
+"""The plan of a run before it starts (:class:`RunPlan`): what the node measured, each
+benchmark's expected time, and with a budget (``--budget``, ``time_budget_s``) the settings cut
+to fit it.
 
 Reads what the plan needs (the history of this host, the shipped timing table, the GPU's spec)
 and hands it to the pure planning (:mod:`clusterbench.analyses.budget.plan`); the result is
@@ -12,8 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import socket
 import statistics
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +28,31 @@ from clusterbench.analyses.budget.plan import (
     make_plan,
     reserve_s,
 )
-from clusterbench.analyses.duration import Expected, TimingTable, pick_table
+from clusterbench.analyses.duration import (
+    Expected,
+    PastTimings,
+    TimingTable,
+    expected_seconds,
+    pick_table,
+)
 from clusterbench.config import RunConfig
 from clusterbench.durations import FactQuery, NodeFacts
 from clusterbench.history_db import HistoryError, MetricPoint, RunTimings, open_history
 from clusterbench.schema import BenchmarkPlan, PlanInfo
 from clusterbench.suites import SUITE_NAMES
 
-__all__ = ["NodeHistory", "apply_plan", "node_facts", "plan_info", "plan_run", "read_history"]
+__all__ = [
+    "NodeHistory",
+    "RunPlan",
+    "apply_plan",
+    "expected_times",
+    "node_facts",
+    "plan_info",
+    "plan_run",
+    "read_history",
+    "run_plan",
+    "timing_tables",
+]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -261,3 +281,100 @@ def plan_info(plan: RunBudgetPlan) -> PlanInfo:
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
+
+
+# ----------------------------------------------------------------------------- expected time
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunPlan:
+    """What a run is about to do: enough to say how long it should take, before it starts."""
+
+    suite: str
+    device_type: str
+    backend: str
+    world_size: int
+    host: str
+    """This machine (rank 0's under a launcher)."""
+    gpu: str | None
+    """The GPU model (NVML's name; None on CPU or without NVML)."""
+    settings: dict[str, Any]
+    """Benchmark -> its settings as results.json keeps them, for the benchmarks that run here,
+    in run order."""
+    at_preset: frozenset[str]
+    """The benchmarks that run with their suite's preset settings (no file or --set changed)."""
+    budget: RunBudgetPlan | None = None
+    """Each benchmark's expected seconds from its cost model and, with ``--budget`` or a
+    ``time_budget_s``, its deadline and what was cut to fit it (the settings above are those
+    asked for, before the cuts)."""
+
+
+def run_plan(config: RunConfig, *, device_type: str, world_size: int) -> RunPlan:
+    """The plan of a run of ``config`` on ``world_size`` ranks of this machine."""
+    settings = {}
+    at_preset = set()
+    for name, cfg in config.benchmarks.items():
+        bench = registry.get(name)
+        if not bench.supports(device_type):
+            continue
+        settings[name] = dataclasses.asdict(cfg)
+        preset = bench.preset(suite=config.suite, device_type=device_type)
+        if dataclasses.asdict(preset) == settings[name]:
+            at_preset.add(name)
+    return RunPlan(
+        suite=config.suite,
+        device_type=device_type,
+        backend="nccl" if device_type == "cuda" else "gloo",
+        world_size=world_size,
+        host=socket.gethostname(),
+        gpu=_gpu_model() if device_type == "cuda" else None,
+        settings=settings,
+        at_preset=frozenset(at_preset),
+    )
+
+
+def _gpu_model() -> str | None:
+    """GPU 0's model through NVML: this process makes no CUDA context of its own."""
+    from clusterbench.hardware.probe import nvml_session, probe_gpus
+
+    with nvml_session() as nvml:
+        gpus = probe_gpus(nvml) if nvml is not None else []
+    return gpus[0].name if gpus else None
+
+
+_TIMINGS_RESOURCE = ("data", "benchmark_seconds.json")
+
+
+def timing_tables() -> list[TimingTable]:
+    """The timings shipped with clusterbench (``clusterbench/data/benchmark_seconds.json``):
+    each suite at its presets, measured on CPU and on GPUs."""
+    text = resources.files("clusterbench").joinpath(*_TIMINGS_RESOURCE).read_text("utf-8")
+    return [
+        TimingTable(
+            device_type=entry["device_type"],
+            gpu=entry.get("gpu"),
+            world_size=int(entry["world_size"]),
+            suite=entry["suite"],
+            benchmark_seconds={k: float(v) for k, v in entry["benchmark_seconds"].items()},
+        )
+        for entry in json.loads(text)["tables"]
+    ]
+
+
+def expected_times(plan: RunPlan, past: Sequence[RunTimings]) -> list[Expected]:
+    """Each benchmark's expected seconds: from ``past`` (earlier comparable runs, newest
+    first, from :meth:`History.timings`) where they ran it with these settings, else from the
+    shipped timing table where it runs at its preset."""
+    table = pick_table(
+        timing_tables(),
+        suite=plan.suite,
+        device_type=plan.device_type,
+        gpu=plan.gpu,
+        world_size=plan.world_size,
+    )
+    earlier = [
+        PastTimings(benchmark_seconds=r.benchmark_seconds, settings=r.settings) for r in past
+    ]
+    return expected_seconds(
+        settings=plan.settings, past=earlier, table=table, at_preset=plan.at_preset
+    )

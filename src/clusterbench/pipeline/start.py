@@ -11,40 +11,33 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
 import os
 import shlex
-import socket
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clusterbench import catalog, registry
-from clusterbench.analyses.budget.plan import RunBudgetPlan, finish_reserve_s
-from clusterbench.analyses.duration import (
-    Expected,
-    PastTimings,
-    TimingTable,
-    expected_seconds,
-    pick_table,
-)
+from clusterbench.analyses.budget.plan import finish_reserve_s
 from clusterbench.config import ConfigError, RunConfig, build_run_config
 from clusterbench.exits import EXIT_OK, EXIT_RUN_ERROR
-from clusterbench.history_db import RunTimings
 from clusterbench.pipeline.finish import Finished, ResultsWriteError, finish
 from clusterbench.pipeline.options import RunOptions
 from clusterbench.pipeline.plan import (
     NodeHistory,
+    RunPlan,
     apply_plan,
+    expected_times,
     node_facts,
     plan_info,
     plan_run,
     read_history,
+    run_plan,
+    timing_tables,
 )
 from clusterbench.pipeline.spec import (
     RunSpec,
@@ -53,12 +46,18 @@ from clusterbench.pipeline.spec import (
     prepare_run_dir,
     run_id_for,
 )
+from clusterbench.pipeline.workers import (
+    check_before_torch,
+    resolve_device,
+    visible_gpus,
+    visible_gpus_torch_unimported,
+    worker_count,
+)
 from clusterbench.runtime.launch import (
     Interrupted,
     WorkerFailure,
     detect_launcher,
     export_dist_env,
-    in_fork_server,
     launch_local,
     start_fork_server,
 )
@@ -69,24 +68,7 @@ from clusterbench.schema import Results
 if TYPE_CHECKING:
     from clusterbench.analyses.run import RunAnalysis
 
-__all__ = [
-    "OVERSUBSCRIBE_FACTOR",
-    "OVERSUBSCRIBE_MAX",
-    "RunOutcome",
-    "RunPlan",
-    "expected_times",
-    "resolve_device",
-    "run",
-    "run_plan",
-    "timing_tables",
-    "visible_gpus",
-    "visible_gpus_torch_unimported",
-]
-
-OVERSUBSCRIBE_FACTOR = 4
-"""``--oversubscribe`` allows up to this many CPU workers per core available to the run..."""
-OVERSUBSCRIBE_MAX = 256
-"""...and never more than this many."""
+__all__ = ["RunOutcome", "run"]
 
 
 @dataclass(kw_only=True)
@@ -113,29 +95,6 @@ class RunOutcome:
         return None if self.analysis is None else self.analysis.comparison
 
 
-@dataclass(frozen=True, kw_only=True)
-class RunPlan:
-    """What a run is about to do: enough to say how long it should take, before it starts."""
-
-    suite: str
-    device_type: str
-    backend: str
-    world_size: int
-    host: str
-    """This machine (rank 0's under a launcher)."""
-    gpu: str | None
-    """The GPU model (NVML's name; None on CPU or without NVML)."""
-    settings: dict[str, Any]
-    """Benchmark -> its settings as results.json keeps them, for the benchmarks that run here,
-    in run order."""
-    at_preset: frozenset[str]
-    """The benchmarks that run with their suite's preset settings (no file or --set changed)."""
-    budget: RunBudgetPlan | None = None
-    """Each benchmark's expected seconds from its cost model and, with ``--budget`` or a
-    ``time_budget_s``, its deadline and what was cut to fit it (the settings above are those
-    asked for, before the cuts)."""
-
-
 def run(
     options: RunOptions | None = None,
     /,
@@ -147,9 +106,9 @@ def run(
 
     ``options`` (:class:`~clusterbench.pipeline.options.RunOptions`, also
     ``clusterbench.RunOptions``) says what to run and how, as the command's flags do; without
-    it, the keywords build one (``run(only=["gemm"], device="cpu")``).  At the end the run is
-    finished once, by the process that finishes it (rank 0 under a launcher): the comparison
-    with ``options.baseline``, the history, the exports.
+    it, the keywords build one (``run(device="cpu")``).  At the end the run is finished once, by
+    the process that finishes it (rank 0 under a launcher): the comparison with
+    ``options.baseline``, the history, the exports.
 
     ``announce`` is called with the :class:`RunPlan` by the process that starts the run (rank
     0 under a launcher), before the first benchmark, e.g. to print how long it should take.
@@ -162,9 +121,7 @@ def run(
     entered, started_s = time.monotonic(), process_age_s()
     count_gpus: Callable[[], int] = visible_gpus
     if detect_launcher() is None:  # own workers: torch is theirs, imported by their fork server
-        _check_before_torch(
-            options.device, nproc=options.nproc, oversubscribe=options.oversubscribe
-        )
+        check_before_torch(options.device, nproc=options.nproc, oversubscribe=options.oversubscribe)
         if not options.plan_only:
             start_fork_server()
         count_gpus = functools.cache(visible_gpus_torch_unimported)
@@ -225,7 +182,7 @@ def run(
             return RunOutcome(results=None, run_dir=Path(options.out or "."), exit_code=0)
         spec.phases = {**phases, **_phases_so_far(started_s, entered)}
         return _join(spec, rank=launcher_env.rank)
-    num_workers = _num_workers(options.nproc, device_type, oversubscribe=options.oversubscribe,
+    num_workers = worker_count(options.nproc, device_type, oversubscribe=options.oversubscribe,
                                count_gpus=count_gpus)  # fmt: skip
     run_dir = None if options.plan_only else prepare_run_dir(options.out, workers=num_workers)
     if run_dir is not None:
@@ -284,80 +241,6 @@ def _process_started() -> float:
     return float(psutil.Process(os.getpid()).create_time())
 
 
-# ----------------------------------------------------------------------------- expected time
-
-
-def run_plan(config: RunConfig, *, device_type: str, world_size: int) -> RunPlan:
-    """The plan of a run of ``config`` on ``world_size`` ranks of this machine."""
-    settings = {}
-    at_preset = set()
-    for name, cfg in config.benchmarks.items():
-        bench = registry.get(name)
-        if not bench.supports(device_type):
-            continue
-        settings[name] = dataclasses.asdict(cfg)
-        preset = bench.preset(suite=config.suite, device_type=device_type)
-        if dataclasses.asdict(preset) == settings[name]:
-            at_preset.add(name)
-    return RunPlan(
-        suite=config.suite,
-        device_type=device_type,
-        backend="nccl" if device_type == "cuda" else "gloo",
-        world_size=world_size,
-        host=socket.gethostname(),
-        gpu=_gpu_model() if device_type == "cuda" else None,
-        settings=settings,
-        at_preset=frozenset(at_preset),
-    )
-
-
-def _gpu_model() -> str | None:
-    """GPU 0's model through NVML: this process makes no CUDA context of its own."""
-    from clusterbench.hardware.probe import nvml_session, probe_gpus
-
-    with nvml_session() as nvml:
-        gpus = probe_gpus(nvml) if nvml is not None else []
-    return gpus[0].name if gpus else None
-
-
-_TIMINGS_RESOURCE = ("data", "benchmark_seconds.json")
-
-
-def timing_tables() -> list[TimingTable]:
-    """The timings shipped with clusterbench (``clusterbench/data/benchmark_seconds.json``):
-    each suite at its presets, measured on CPU and on GPUs."""
-    text = resources.files("clusterbench").joinpath(*_TIMINGS_RESOURCE).read_text("utf-8")
-    return [
-        TimingTable(
-            device_type=entry["device_type"],
-            gpu=entry.get("gpu"),
-            world_size=int(entry["world_size"]),
-            suite=entry["suite"],
-            benchmark_seconds={k: float(v) for k, v in entry["benchmark_seconds"].items()},
-        )
-        for entry in json.loads(text)["tables"]
-    ]
-
-
-def expected_times(plan: RunPlan, past: Sequence[RunTimings]) -> list[Expected]:
-    """Each benchmark's expected seconds: from ``past`` (earlier comparable runs, newest
-    first, from :meth:`History.timings`) where they ran it with these settings, else from the
-    shipped timing table where it runs at its preset."""
-    table = pick_table(
-        timing_tables(),
-        suite=plan.suite,
-        device_type=plan.device_type,
-        gpu=plan.gpu,
-        world_size=plan.world_size,
-    )
-    earlier = [
-        PastTimings(benchmark_seconds=r.benchmark_seconds, settings=r.settings) for r in past
-    ]
-    return expected_seconds(
-        settings=plan.settings, past=earlier, table=table, at_preset=plan.at_preset
-    )
-
-
 DEFAULT_JOIN_TIMEOUT_S = 300.0
 """How long the ranks have to join, unless --join-timeout (or a shorter --timeout) says."""
 
@@ -380,113 +263,6 @@ def _plugin_modules(config: RunConfig) -> tuple[str, ...]:
     """Modules of the selected benchmarks that are not built in: each worker imports them."""
     extra = [name for name in config.benchmarks if not catalog.builtin(name)]
     return tuple(sorted({registry.get(name).module for name in extra}))
-
-
-def _check_device_name(device: str) -> None:
-    if device not in ("auto", "cuda", "cpu"):
-        raise ConfigError(f"--device must be auto, cuda or cpu, got {device!r}")
-
-
-def _check_before_torch(device: str, *, nproc: int | None, oversubscribe: bool) -> None:
-    """The usage errors of a run with its own workers that are told before torch loads and
-    the workers' fork server starts: the device's name, the CPU workers' count."""
-    _check_device_name(device)
-    if nproc is not None and (nproc < 1 or device == "cpu"):
-        _num_workers(nproc, "cpu", oversubscribe=oversubscribe)
-
-
-def resolve_device(device: str, *, count_gpus: Callable[[], int] | None = None) -> str:
-    """``device`` (auto, cuda, cpu) as the run will use it; ``count_gpus`` counts the GPUs
-    (default :func:`visible_gpus`, which imports torch) unless ``device`` is cpu."""
-    _check_device_name(device)
-    if device == "cpu":
-        return device
-    has_cuda = (count_gpus or visible_gpus)() > 0
-    if device == "cuda" and not has_cuda:
-        raise ConfigError("--device cuda: no CUDA GPU is visible on this machine")
-    if device == "auto":
-        return "cuda" if has_cuda else "cpu"
-    return device
-
-
-def visible_gpus() -> int:
-    """The GPUs this process's workers will see, counted by NVML: this process initialises no
-    CUDA (``torch.cuda.is_available()`` runs cuInit, seconds on a fresh machine, and each
-    worker runs its own).  torch's count where NVML cannot tell (no NVML, MIG, ROCm).  Imports
-    torch; :func:`visible_gpus_torch_unimported` does not."""
-    import torch  # here, not at the top: the commands that do not run import no torch
-
-    count = None
-    if torch.version.cuda is not None:  # a CPU-only or ROCm build: only torch can say
-        count = _nvml_count(cuda_version=torch.version.cuda)
-    if count is None:
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    return count
-
-
-def visible_gpus_torch_unimported() -> int:
-    """:func:`visible_gpus` without importing torch here (a run with its own workers leaves
-    torch to their fork server): torch's build as its files state it (one for neither CUDA
-    nor HIP sees no GPU; a CUDA build, NVML's count), else asked of the fork server."""
-    from clusterbench.hardware.probe import _torch_versions_unimported
-
-    stated = _torch_versions_unimported()
-    if "torch" in stated and "cuda" not in stated and "hip" not in stated:
-        return 0
-    count = _nvml_count(cuda_version=stated["cuda"]) if "cuda" in stated else None
-    return in_fork_server(visible_gpus) if count is None else count
-
-
-def _nvml_count(*, cuda_version: str) -> int | None:
-    from clusterbench.hardware.probe import nvml_session
-    from clusterbench.hardware.visible import visible_cuda_gpus
-
-    with nvml_session() as nvml:
-        return None if nvml is None else visible_cuda_gpus(nvml, cuda_version=cuda_version)
-
-
-def _num_workers(
-    nproc: int | None,
-    device_type: str,
-    *,
-    oversubscribe: bool = False,
-    count_gpus: Callable[[], int] | None = None,
-) -> int:
-    if nproc is not None and nproc < 1:
-        raise ConfigError(f"--nproc must be at least 1, got {nproc}")
-    if device_type == "cpu":
-        if nproc is not None:
-            _check_cpu_workers(nproc, oversubscribe=oversubscribe)
-        return nproc or 2
-    count = (count_gpus or visible_gpus)()
-    if nproc is not None and nproc > count:
-        raise ConfigError(f"--nproc {nproc}: only {count} GPU(s) visible on this machine")
-    return nproc or count
-
-
-def _available_cores() -> int:
-    """CPU cores this process may run on (its affinity mask, else the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not on Linux
-        return os.cpu_count() or 1
-
-
-def _check_cpu_workers(nproc: int, *, oversubscribe: bool) -> None:
-    """At most one CPU worker per core; ``--oversubscribe``: up to 4x the cores, at most 256."""
-    cores = _available_cores()
-    cap = min(OVERSUBSCRIBE_FACTOR * cores, OVERSUBSCRIBE_MAX)
-    if nproc <= cores or (oversubscribe and nproc <= cap):
-        return
-    rule = f"{OVERSUBSCRIBE_FACTOR}x the cores, at most {OVERSUBSCRIBE_MAX}"
-    if oversubscribe:
-        raise ConfigError(
-            f"--nproc {nproc}: --oversubscribe allows at most {cap} CPU workers here ({rule})"
-        )
-    raise ConfigError(
-        f"--nproc {nproc}: more CPU workers than the {cores} CPU core(s) this process may use; "
-        f"--oversubscribe allows up to {cap} ({rule})"
-    )
 
 
 # ----------------------------------------------------------------------------- self-launched
