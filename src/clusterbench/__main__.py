@@ -1,3 +1,3 @@
-from clusterbench.cli import main
+from clusterbench.entry import main
 
 main()

@@ -15,7 +15,15 @@ from typing import Any
 
 from clusterbench.hardware.topology import nvml_query, text
 
-__all__ = ["visible_cuda_gpus"]
+__all__ = ["gpu_driver_loaded", "visible_cuda_gpus"]
+
+GPU_DRIVER_NODES = ("/dev/nvidiactl", "/dev/kfd")
+"""NVIDIA's and AMD's control devices: present where a GPU driver is loaded."""
+
+
+def gpu_driver_loaded() -> bool:
+    """Whether a GPU driver is loaded here (its control device exists)."""
+    return any(os.path.exists(p) for p in GPU_DRIVER_NODES)
 
 _ORDINAL = re.compile(r"\+?\d+")
 """An entry's leading digits, read as strtoul reads them: ``1gpu2`` is 1."""

@@ -17,17 +17,19 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch.distributed as dist
 
 from clusterbench.exits import EXIT_RUN_ERROR
 from clusterbench.pipeline.assemble import dedupe
-from clusterbench.pipeline.finish import Finished, ResultsWriteError, finish, write_partial
 from clusterbench.pipeline.spec import RunSpec
 from clusterbench.runtime.dist import DistContext
 from clusterbench.runtime.flight import FlightState, parse_flight, read_flights, store_key
 from clusterbench.runtime.records import Error, RankLog, Record, read_rank_file, read_records
+
+if TYPE_CHECKING:
+    from clusterbench.pipeline.finish import Finished
 
 __all__ = ["EXIT_INTERRUPTED", "Collector", "FileCollector", "GatherCollector", "flight_store"]
 
@@ -91,6 +93,8 @@ class GatherCollector:
             return
         for recs in everyone:
             self.gathered.extend(recs)
+        from clusterbench.pipeline.finish import ResultsWriteError, write_partial
+
         # A full disk does not stop the measuring: the final write tries again and a failure
         # there reaches the CLI (with the results from memory).
         with contextlib.suppress(ResultsWriteError):
@@ -107,6 +111,8 @@ class GatherCollector:
         A rank that failed on its own says so on stderr; rank 0 rewrites results.json from what
         it gathered and what the partial files it can see hold, and names the first cause.
         """
+        from clusterbench.pipeline.finish import ResultsWriteError
+
         mine = [r for r in read_rank_file(log.path) if isinstance(r, Error)]
         if mine and not (mine[-1].while_waiting or mine[-1].in_collective):
             print(f"clusterbench: rank {ctx.rank} on host {ctx.host} failed in "
@@ -130,6 +136,8 @@ class GatherCollector:
                   f"{self.spec.run_dir}", file=sys.stderr)  # fmt: skip
 
     def interrupted(self, ctx: DistContext) -> None:
+        from clusterbench.pipeline.finish import ResultsWriteError
+
         if ctx.rank == 0:
             try:
                 self._finish(ctx.world_size, interrupted=True)
@@ -140,6 +148,10 @@ class GatherCollector:
                   file=sys.stderr)  # fmt: skip
 
     def _finish(self, world_size: int, *, interrupted: bool = False) -> Finished:
+        # imported when the run is finished: the workers' fork server loads this module, and
+        # the analysis, the report and the history are the parent's (or, under a launcher, rank 0's)
+        from clusterbench.pipeline.finish import finish
+
         records = dedupe([*self.gathered, *read_records(Path(self.spec.run_dir))])
         flights = {**self._stored_flights(world_size), **read_flights(Path(self.spec.run_dir))}
         return finish(self.spec, records=records, failures=[], world_size=world_size,

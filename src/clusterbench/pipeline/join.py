@@ -22,7 +22,6 @@ from clusterbench import registry
 from clusterbench._version import __version__
 from clusterbench.config import ConfigError
 from clusterbench.exits import EXIT_RUN_ERROR
-from clusterbench.pipeline.finish import ResultsWriteError, finish
 from clusterbench.pipeline.spec import RunSpec, prepare_run_dir, run_id_for
 from clusterbench.runtime.dist import DistContext, JoinTimeout, init_distributed, set_rank_threads
 from clusterbench.runtime.nccl_debug import debug_env
@@ -89,6 +88,8 @@ def check_nodes(ctx: DistContext, spec: RunSpec) -> None:
 def _report_start_failure(spec: RunSpec, *, message: str, world_size: int) -> None:
     """Rank 0, when the run cannot start: a run folder whose results.json says ``failed``
     with this one error, and one line on stderr."""
+    from clusterbench.pipeline.finish import ResultsWriteError, finish  # the parent's, mostly
+
     local_rank = os.environ.get("LOCAL_RANK", "0")
     device = f"{'cuda' if spec.device_type == 'cuda' else 'cpu'}:{local_rank}"
     try:

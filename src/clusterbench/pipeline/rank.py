@@ -20,7 +20,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -34,7 +34,6 @@ from clusterbench.pipeline.collect import (
     GatherCollector,
     flight_store,
 )
-from clusterbench.pipeline.finish import Finished
 from clusterbench.pipeline.join import (
     check_agreement,
     check_nodes,
@@ -76,6 +75,9 @@ from clusterbench.runtime.rounds import RoundPolicy, rounds
 from clusterbench.runtime.telemetry import TelemetrySampler
 from clusterbench.runtime.watchdog import Deadline
 from clusterbench.schema import Finding, Measurement, NcclRankInfo
+
+if TYPE_CHECKING:
+    from clusterbench.pipeline.finish import Finished
 from clusterbench.units import format_seconds
 
 __all__ = ["BenchmarkFailed", "worker_main"]

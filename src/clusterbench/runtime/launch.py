@@ -36,6 +36,7 @@ __all__ = [
     "launch_local",
     "on_sigterm",
     "start_fork_server",
+    "stop_fork_server",
 ]
 
 T = TypeVar("T")
@@ -313,6 +314,19 @@ def start_fork_server(worker_module: str = "clusterbench.pipeline.rank") -> None
 
     multiprocessing.set_forkserver_preload([worker_module, __name__])
     multiprocessing.forkserver.ensure_running()
+
+
+def stop_fork_server() -> None:
+    """Stop the fork server started here, at once, where no worker will be asked of it (its
+    import of torch would otherwise run on after this process ended)."""
+    import multiprocessing.forkserver
+
+    # the module's one server and its process id: CPython's, not a public name
+    server = getattr(multiprocessing.forkserver, "_forkserver", None)
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is not None:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def in_fork_server(function: Callable[[], T]) -> T:
