@@ -196,3 +196,33 @@ def test_the_package_circle_check_sees_imports_by_name(tmp_path: Path) -> None:
     assert package_circle(static) is None
     edges = {"tiers.top": {"tiers.low"}, "tiers.low": {"tiers.top"}}
     assert package_circle(edges) == ["tiers.low", "tiers.top", "tiers.low"]
+
+
+_LONG_FUNCTIONS = {
+    # docs/architecture.md, "Sizes": typer commands whose options are most of their lines, and
+    # the run read top to bottom
+    ("cli/run.py", "run"),
+    ("cli/launch.py", "launch"),
+    ("cli/report.py", "report"),
+    ("cli/predict.py", "predict"),
+    ("cli/compare.py", "compare_runs"),
+    ("pipeline/start.py", "run"),
+}
+
+
+def test_no_module_over_500_lines_and_no_unlisted_function_over_80() -> None:
+    root = Path(__file__).parents[2] / "src" / "clusterbench"
+    long_modules, long_functions = [], set()
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        name = path.relative_to(root).as_posix()
+        if text.count("\n") > 500:
+            long_modules.append(name)
+        for node in ast.walk(ast.parse(text)):
+            if (
+                isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+                and (node.end_lineno or node.lineno) - node.lineno + 1 > 80
+            ):
+                long_functions.add((name, node.name))
+    assert long_modules == []
+    assert long_functions <= _LONG_FUNCTIONS, sorted(long_functions - _LONG_FUNCTIONS)

@@ -6,10 +6,11 @@ iteration against accumulation steps (:mod:`.attribution_accum`)."""
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from clusterbench.benchmarks.attribution.accum_figures import accum_figure
 from clusterbench.benchmarks.attribution.findings import CLASSES
-from clusterbench.benchmarks.attribution.stragglers import find_straggler
+from clusterbench.benchmarks.attribution.stragglers import Straggler, find_straggler
 from clusterbench.benchmarks.attribution.thresholds import AttributionThresholds
 from clusterbench.schema import Measurement
 from clusterbench.views.cells import Grid, format_value, where
@@ -74,41 +75,7 @@ def _classes_figure(ms: list[Measurement], ctx: PlotContext) -> Plot | None:
         mean, min_spread_pct=ctx.thresholds.of(AttributionThresholds).straggler_min_spread_pct
     )
     if straggler is not None:
-        m, r = straggler.step_time, straggler.rank
-        fig_layout["annotations"] = [
-            {
-                "x": str(r),
-                "y": 100,
-                "xref": "x",
-                "yref": "y",
-                "text": f"straggler: rank {r}",
-                "showarrow": True,
-                "arrowcolor": MARK_COLOR,
-                "ax": 0,
-                "ay": -22,
-                "font": {"color": MARK_COLOR},
-                "bgcolor": "#FFFFFF",
-            }
-        ]
-        i = ranks.index(r)
-        fig_layout["shapes"] = [
-            {
-                "type": "rect",
-                "xref": "x",
-                "yref": "y",
-                "x0": i - 0.5,
-                "x1": i + 0.5,
-                "y0": 0,
-                "y1": 100,
-                "line": {"color": MARK_COLOR, "width": 2},
-            }
-        ]
-        notes.append(
-            f"Marked: rank {r} ({m.host} {m.device}), the straggler (attribution.straggler): "
-            f"it starts its collectives {format_value(straggler.lateness_ms[r])} ms after the "
-            f"earliest rank and waits {format_value(straggler.coordination_pct[r])} % of the "
-            "step while the others wait longer."
-        )
+        notes.append(_mark_straggler(fig_layout, straggler, ranks))
     header = ("rank", "device", *(_LABELS.get(c.name, c.name) + " %" for c in CLASSES))
     rows = [
         (
@@ -124,3 +91,43 @@ def _classes_figure(ms: list[Measurement], ctx: PlotContext) -> Plot | None:
     table = Grid(title="where each rank's step time goes, %", header=header, rows=rows)
     title = "Attribution: where each rank's step time goes (mean over the profiled steps)"
     return Plot(title, figure(data, fig_layout), table=table, notes=notes)
+
+
+def _mark_straggler(fig_layout: dict[str, Any], straggler: Straggler, ranks: list[int]) -> str:
+    """The straggler's rank marked on the figure (a label above its bar, a frame around it);
+    the note that says why."""
+    m, r = straggler.step_time, straggler.rank
+    fig_layout["annotations"] = [
+        {
+            "x": str(r),
+            "y": 100,
+            "xref": "x",
+            "yref": "y",
+            "text": f"straggler: rank {r}",
+            "showarrow": True,
+            "arrowcolor": MARK_COLOR,
+            "ax": 0,
+            "ay": -22,
+            "font": {"color": MARK_COLOR},
+            "bgcolor": "#FFFFFF",
+        }
+    ]
+    i = ranks.index(r)
+    fig_layout["shapes"] = [
+        {
+            "type": "rect",
+            "xref": "x",
+            "yref": "y",
+            "x0": i - 0.5,
+            "x1": i + 0.5,
+            "y0": 0,
+            "y1": 100,
+            "line": {"color": MARK_COLOR, "width": 2},
+        }
+    ]
+    return (
+        f"Marked: rank {r} ({m.host} {m.device}), the straggler (attribution.straggler): "
+        f"it starts its collectives {format_value(straggler.lateness_ms[r])} ms after the "
+        f"earliest rank and waits {format_value(straggler.coordination_pct[r])} % of the "
+        "step while the others wait longer."
+    )
