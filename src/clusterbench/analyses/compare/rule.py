@@ -41,6 +41,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from clusterbench.analyses.compare.mann_whitney import mann_whitney_p
 from clusterbench.analyses.compare.noise import (
     MAD_TO_SIGMA,
     KindSpread,
@@ -49,7 +50,6 @@ from clusterbench.analyses.compare.noise import (
     simes_p,
     t_two_sided_p,
 )
-from clusterbench.analyses.compare.rank_test import mann_whitney_p
 from clusterbench.metrics import Direction
 from clusterbench.thresholds import Thresholds, practical_floor
 

@@ -5,7 +5,7 @@ continuity correction.
 
 ``compare`` tests every figure's repeats with it; importing ``scipy.stats`` alone takes longer
 (0.6 s on a 2-core machine) than the whole command should, so the few lines of the test live
-here.  ``tests/unit/test_rank_test.py`` holds it to scipy's p-values.
+here.  ``tests/unit/test_mann_whitney.py`` holds it to scipy's p-values.
 
 Reference: Mann, H. B. and Whitney, D. R. (1947), "On a test of whether one of two random
 variables is stochastically larger than the other", Ann. Math. Statist. 18(1); the tie

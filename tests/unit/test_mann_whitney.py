@@ -8,7 +8,7 @@ import random
 import pytest
 from scipy.stats import mannwhitneyu
 
-from clusterbench.analyses.compare.rank_test import EXACT_MAX, mann_whitney_p
+from clusterbench.analyses.compare.mann_whitney import EXACT_MAX, mann_whitney_p
 
 
 def _scipy(x: list[float], y: list[float]) -> float:
