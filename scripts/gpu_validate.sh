@@ -20,6 +20,8 @@
 #     H200 for the four formats; FULL_WARMUP=1: untimed rounds before them, default 0)
 #   scripts/gpu_validate.sh startup   # first on a fresh machine: a bare torch import and CUDA
 #     start, then STARTUP_RUNS=3 quick runs, a row each: wall s and the run's phases
+#     (BYTECOMPILE=1: first byte-compile the Python packages, torch's among them, as
+#     `pip install` leaves them, where this machine ships them without bytecode)
 #
 # Needs python3 with torch (CUDA), rich, typer, psutil, nvidia-ml-py; wheels for anything else
 # (pydantic) may be placed in .whl/ and are installed to a private folder first.
@@ -65,6 +67,18 @@ if [ "$SUITE" = startup ]; then
     printf '%-9s %7s  exit %s  %s\n' bare "$wall" "$rc" "$parts" | tee -a "$OUT/startup.txt"
   }
   : >"$OUT/startup.txt"
+  if [ "${BYTECOMPILE:-0}" = 1 ]; then
+    # `pip install` byte-compiles what it installs; a machine image built with
+    # PYTHONDONTWRITEBYTECODE=1 and `pip install --no-compile` leaves every import of torch
+    # to compile its ~2,100 modules again. Compiled here into a cache folder of our own (the
+    # machine's files untouched), which every command below reads.
+    t0=$(date +%s.%N)
+    export PYTHONPYCACHEPREFIX=/tmp/cb-pycache
+    site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    python3 -m compileall -q -j 0 "$site" src ${PYTHONPATH:+/tmp/cb-site} >/dev/null 2>&1
+    echo "byte-compiled $site and src into $PYTHONPYCACHEPREFIX in $(secs "$t0") s" \
+      | tee -a "$OUT/startup.txt"
+  fi
   for i in $(seq 1 "${STARTUP_RUNS:-3}"); do
     cold; t0=$(date +%s.%N)
     timeout 300 python3 -m clusterbench run --no-history --out "$OUT/quick-$i" "$@" \
