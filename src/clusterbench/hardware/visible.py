@@ -25,6 +25,7 @@ def gpu_driver_loaded() -> bool:
     """Whether a GPU driver is loaded here (its control device exists)."""
     return any(os.path.exists(p) for p in GPU_DRIVER_NODES)
 
+
 _ORDINAL = re.compile(r"\+?\d+")
 """An entry's leading digits, read as strtoul reads them: ``1gpu2`` is 1."""
 
