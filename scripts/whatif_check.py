@@ -8,7 +8,8 @@ with other work slows both alike).
     python scripts/whatif_check.py --case input --device cuda  # every rank's DataLoader sleeps
 
 Prints one JSON object: case, device, delay_ms, predicted_ms and measured_ms (over the delayed
-steps), error_pct, and the straggler named (rank or null).
+steps), measured_noise_ms (the measured saving's own standard error), error_pct, and the
+straggler named (rank or null).
 """
 
 from __future__ import annotations
@@ -28,10 +29,15 @@ from clusterbench.pipeline.imported import analyze_traces
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def measured_saving_ms(folder: Path) -> tuple[float, int]:
+def measured_saving_ms(folder: Path) -> tuple[float, int, float]:
     """(the median step with the delay less the median step without it, times the steps with
-    it; how many steps had it).  ProfilerStep#N is the loop's step N (from 0): the delay falls
-    in the odd ones; a step's time is the ranks' mean."""
+    it; how many steps had it; that saving's own noise).  ProfilerStep#N is the loop's step N
+    (from 0): the delay falls in the odd ones; a step's time is the ranks' mean.
+
+    The noise is the standard error of the difference of the two medians (1.2533 sigma
+    sqrt(1/n1 + 1/n2), sigma the steps' spread about their group's median, 1.4826 MAD), times
+    the delayed steps: how far the measured saving itself strays on a machine busy with other
+    work."""
     steps: dict[int, list[float]] = {}
     for path in find_traces([folder]):
         for n, start, end in read_trace(path).steps:
@@ -39,7 +45,11 @@ def measured_saving_ms(folder: Path) -> tuple[float, int]:
     job_ms = {n: statistics.fmean(ms) for n, ms in steps.items()}
     delayed = [ms for n, ms in job_ms.items() if n % 2]
     on_time = [ms for n, ms in job_ms.items() if not n % 2]
-    return (statistics.median(delayed) - statistics.median(on_time)) * len(delayed), len(delayed)
+    saving = (statistics.median(delayed) - statistics.median(on_time)) * len(delayed)
+    spread = [abs(x - statistics.median(g)) for g in (delayed, on_time) for x in g]
+    sigma = 1.4826 * statistics.median(spread)
+    noise = 1.2533 * sigma * (1 / len(delayed) + 1 / len(on_time)) ** 0.5 * len(delayed)
+    return saving, len(delayed), noise
 
 
 def check(*, case: str, device: str, delay_ms: float, active: int, out: Path) -> dict[str, object]:
@@ -50,7 +60,7 @@ def check(*, case: str, device: str, delay_ms: float, active: int, out: Path) ->
            "--device", device, *planted]  # fmt: skip
     subprocess.run(cmd, check=True, capture_output=True, timeout=600)
     done = analyze_traces([out / "traces"], out=out / "run", use_history=False)
-    measured, num_delayed = measured_saving_ms(out / "traces")
+    measured, num_delayed, noise = measured_saving_ms(out / "traces")
     found = [f for f in done.results.findings if f.id == "attribution.straggler"]
     whatif = "straggler" if case == "straggler" else "input_wait"
     savings = {
@@ -71,6 +81,7 @@ def check(*, case: str, device: str, delay_ms: float, active: int, out: Path) ->
         "delayed_steps": num_delayed,
         "predicted_ms": round(predicted, 2),
         "measured_ms": round(measured, 2),
+        "measured_noise_ms": round(noise, 2),
         "error_pct": round(100 * (predicted - measured) / measured, 2) if measured else None,
         "straggler": found[0].evidence["rank"] if found else None,
     }
