@@ -44,14 +44,16 @@ def _tolerance_pct(result: dict[str, float]) -> float:
 
 # they judge step times: CI runs them alone (the timing tier), never beside another test
 @pytest.mark.timing
-def test_the_straggler_what_if_is_within_15_percent_of_the_measured_saving(tmp_path: Path) -> None:
+def test_the_straggler_what_if_is_within_15_percent_or_the_noise_of_the_measured_saving(
+    tmp_path: Path,
+) -> None:
     result = _check("straggler", tmp_path)
     assert result["straggler"] == 1
     assert abs(result["error_pct"]) <= _tolerance_pct(result), result
 
 
 @pytest.mark.timing
-def test_the_input_wait_what_if_is_within_15_percent_of_the_measured_saving(
+def test_the_input_wait_what_if_is_within_15_percent_or_the_noise_of_the_measured_saving(
     tmp_path: Path,
 ) -> None:
     result = _check("input", tmp_path)
