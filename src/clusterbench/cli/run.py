@@ -11,7 +11,6 @@ import typer
 
 from clusterbench.cli.common import PlainUsage, _console, _print_run, _split, _usage_error, app
 from clusterbench.exits import ConfigError
-from clusterbench.hardware.visible import gpu_driver_loaded
 
 if TYPE_CHECKING:
     from clusterbench.pipeline.plan import RunPlan
@@ -249,13 +248,6 @@ def run(
             check_run_dir(out)
     except ConfigError as exc:
         raise _usage_error(str(exc)) from None
-    if not plan_only and detect_launcher() is None and device != "cpu" and gpu_driver_loaded():
-        # the workers' fork server imports torch while the pipeline is imported: on a fresh GPU
-        # machine that import is the longest wait before the first benchmark (the run starts
-        # it anyway, after these imports; the command's entry point has started it already)
-        from clusterbench.runtime.launch import start_fork_server
-
-        start_fork_server()
     from clusterbench.pipeline.options import RunOptions
     from clusterbench.pipeline.start import run as run_suite
 
