@@ -53,7 +53,11 @@ if [ "$SUITE" = startup ]; then
   # (run.phase_seconds) and benchmarks' seconds; after the first (the one that meets the fresh
   # machine) a bare `import torch; torch.cuda.init()`. Target: the quick run <= 12 s on every fresh
   # machine. DROP_CACHES=1: drop the page cache before each step (root only).
-  cold() { [ "${DROP_CACHES:-0}" = 1 ] && { sync; echo 3 >/proc/sys/vm/drop_caches; } 2>/dev/null; }
+  cold() {
+    [ "${DROP_CACHES:-0}" = 1 ] || return 0
+    { sync; echo 3 >/proc/sys/vm/drop_caches; } 2>/dev/null \
+      || echo "DROP_CACHES=1 but the page cache could not be dropped (not root?)" | tee -a "$OUT/startup.txt"
+  }
   secs() { python3 -c "print(f'{$(date +%s.%N) - $1:.2f}')"; }
   nvidia-smi --query-gpu=index,name,persistence_mode,driver_version --format=csv,noheader \
     >"$OUT/machine.txt" 2>&1
