@@ -63,6 +63,8 @@ class NcclTestsRow:
     """The reduction (``sum``, ``prod``, ...; ``none`` or ``-`` for ops without one)."""
     root: int = -1
     """The root rank of rooted ops (broadcast, reduce); -1 for the others."""
+    count: int | None = None
+    """The ``count`` column (elements), where read from the text."""
 
 
 @dataclass(kw_only=True)
@@ -133,7 +135,13 @@ _LAYOUT = re.compile(r"^#?\s*nThread\s+(\d+)\s+nGpus\s+(\d+)")
 """The header's ``# nThread 1 nGpus 2 minBytes ...``: threads per process, GPUs per thread."""
 _PREFIX = re.compile(r"^\[[\d,]+\](?:<stdout>:)?\s?")
 """What ``mpirun --tag-output`` puts before each line (``[1,0]<stdout>:``, ``[0]``)."""
-_START = re.compile(r"^#?\s*(?:Collective test starting:|nThread\s+\d+)")
+_INNER_TAG = re.compile(r"\[\d+,\d+\]<stdout>:")
+"""The tag Open MPI also puts inside a line that a process wrote in several pieces (a size
+row: ``-1[1,0]<stdout>:    85.14 ...``)."""
+_COMMAND = re.compile(r"^(?!\s*#).*\b\w+_perf\w*\b")
+"""A shell line that runs a ``*_perf`` binary (``root@host:~# ./build/all_gather_perf -g 2``):
+in a console log, the start of the next output."""
+_START = re.compile(r"^#?\s*(?:nccl-tests version|Collective test starting:|nThread\s+\d+)")
 
 
 def parse_text(text: str) -> NcclTestsRun:
@@ -147,15 +155,16 @@ def parse_text(text: str) -> NcclTestsRun:
 
 def parse_texts(text: str) -> list[NcclTestsRun]:
     """Every ``*_perf`` output in ``text``: one binary's, or a log of several run one after
-    another (each starts at its ``# Collective test starting`` or ``# nThread`` line).  Lines
-    ``mpirun --tag-output`` prefixed are read without the prefix.  ValueError (one line) where
+    another (each starts at its ``# nccl-tests version``, ``# Collective test starting`` or
+    ``# nThread`` line, or at the shell line that ran it).  Lines ``mpirun --tag-output``
+    prefixed are read without the prefixes.  ValueError (one line) where
     no output is found."""
     segments: list[list[str]] = []
     current: list[str] = []
     rows_seen = False
     for raw in text.splitlines():
-        line = _PREFIX.sub("", raw)
-        if _START.match(line) and rows_seen:  # the next binary's output begins
+        line = _INNER_TAG.sub("", _PREFIX.sub("", raw))
+        if (_START.match(line) or _COMMAND.match(line)) and rows_seen:  # the next output
             segments.append(current)
             current, rows_seen = [], False
         current.append(line)
@@ -216,12 +225,19 @@ def _parse_segment(lines: list[str]) -> NcclTestsRun | None:
     if op is None:
         found = next((m for line in lines if (m := re.search(r"(\S+_perf\S*)", line))), None)
         op = _op(found.group(1)) if found else None
-    if op is None or not rows:
+    if not rows:
         return None
     threads, gpus = layout
     # Each device line is one rank; a process prints only the lines that fit in 2,048
     # characters (util.cu, MAX_LINE), so the count of processes times the header's layout.
     ranks = max(len(devices), max(1, len(processes)) * threads * gpus)
+    op = op or _unnamed_all_reduce(rows, ranks)
+    if op is None:
+        raise ValueError(
+            "an nccl-tests output that names no binary (no '# Collective test starting' "
+            "line, as before nccl-tests 2.13, and no command line naming a *_perf binary): "
+            "keep the command line above it"
+        )
     return NcclTestsRun(op=op, ranks=ranks, hosts=hosts, devices=devices, rows=rows,
                         version=version, avg_busbw=avg, out_of_bounds=oob, nccl_version=nccl,
                         timing=timing, device_indices=indices, pci_bus_ids=buses,
@@ -233,9 +249,9 @@ def _text_row(cells: list[str], *, counts_wrong: bool = True) -> NcclTestsRow:
     """A size row: 13 columns (size count type redop root, then time algbw busbw #wrong out of
     place and in place), or 12 in versions without the root column."""
     if len(cells) == 13:
-        size, _count, dtype, redop, root = cells[:5]
+        size, count, dtype, redop, root = cells[:5]
     elif len(cells) == 12:
-        (size, _count, dtype, redop), root = cells[:4], "-1"
+        (size, count, dtype, redop), root = cells[:4], "-1"
     else:
         raise ValueError(f"not an nccl-tests size row (13 columns): {' '.join(cells)[:80]!r}")
     out, inp = cells[-8:-4], cells[-4:]
@@ -245,6 +261,7 @@ def _text_row(cells: list[str], *, counts_wrong: bool = True) -> NcclTestsRow:
 
     return NcclTestsRow(
         size_bytes=int(size),
+        count=int(count) if count.isdigit() else None,
         dtype=_DTYPES.get(dtype, dtype),
         redop=redop,
         root=int(root),
@@ -253,6 +270,25 @@ def _text_row(cells: list[str], *, counts_wrong: bool = True) -> NcclTestsRow:
         busbw={"out_of_place": _number(out[2]), "in_place": _number(inp[2])},
         wrong={"out_of_place": wrong(out[3]), "in_place": wrong(inp[3])},
     )
+
+
+_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp64": 8, "int8": 1, "uint8": 1, "int32": 4,
+          "uint32": 4, "int64": 8, "uint64": 8}  # fmt: skip
+
+
+def _unnamed_all_reduce(rows: list[NcclTestsRow], ranks: int) -> str | None:
+    """``all_reduce`` for an output that names no binary (older versions print no
+    ``# Collective test starting`` line) where its rows can be no other op: a reduction
+    without a root, each rank's count the whole size (reduce_scatter's is a 1/ranks share),
+    and busbw / algbw the bus factor 2(n-1)/n of its ranks, n > 2 (send_recv's is 1)."""
+    whole = all(
+        r.redop not in ("none", "-") and r.root == -1 and r.count is not None
+        and r.count * _BYTES.get(r.dtype, 0) == r.size_bytes for r in rows
+    )  # fmt: skip
+    probe = NcclTestsRun(op="all_reduce", ranks=ranks, hosts=[], devices=[], rows=rows)
+    if ranks > 2 and whole and ranks_from_bus_factor(probe) == ranks:
+        return "all_reduce"
+    return None
 
 
 def parse_json(text: str) -> NcclTestsRun:
