@@ -287,6 +287,19 @@ def test_grids_show_busbw_for_large_and_latency_for_small_sizes() -> None:
     assert grids[1].rows == [("8 B", "13.5")]
 
 
+def test_grid_sizes_that_print_alike_share_a_row_unless_one_op_has_both() -> None:
+    # nccl-tests rounds all_gather's 32 MiB to a multiple of 80 ranks x 8 bytes: 33,553,920
+    ms = [
+        coll("busbw", 83.0, size_bytes=32 * MIB),
+        coll("busbw", 48.6, op="all_gather", size_bytes=33_553_920),
+        coll("busbw", 141.0, size_bytes=64 * MIB),
+    ]
+    assert collective_grids(ms)[0].rows == [("32 MiB", "83.0", "48.6"), ("64 MiB", "141.0", "-")]
+    # the same op at two sizes that print alike: a row each, nothing lost
+    twice = [coll("busbw", 83.0, size_bytes=32 * MIB), coll("busbw", 82.0, size_bytes=32 * MIB - 8)]
+    assert collective_grids(twice)[0].rows == [("32 MiB", "82.0"), ("32 MiB", "83.0")]
+
+
 def test_low_busbw_uses_what_healthy_nvlink_reaches_when_known() -> None:
     from clusterbench.hardware.specs import match_spec, to_spec_ref
 

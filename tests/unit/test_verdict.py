@@ -74,7 +74,11 @@ def test_cpu_workers_are_judged_by_their_findings_alone() -> None:
     cpu.hosts[0].gpus = []
     [v] = node_verdicts(cpu, builtin_baseline())
     assert v.healthy and v.model is None
-    assert v.line() == "node vm: healthy (by its findings: no known-good figures for CPU workers)"
+    assert (
+        v.line()
+        == "node vm: healthy (by its findings: no known-good figures for what it measured on "
+        "CPU workers)"
+    )
 
 
 def test_one_line_per_node_then_the_findings_about_no_one_node() -> None:
@@ -142,3 +146,25 @@ def test_summary_md_and_the_page_hold_the_verdict_first_and_the_notes_apart() ->
     findings, notes = page.split('<details class="notes">')
     assert "PCIe Gen4 of Gen5" in findings and "OMP unset" not in findings
     assert "Notes: 1 that needs no action" in notes and "OMP unset" in notes
+
+
+def test_nodes_judged_alike_share_a_line_that_names_three_and_counts_the_rest() -> None:
+    hosts = [f"n{i:02d}" for i in range(10)]
+    run = results(*(meas(0.09, device="cpu:0", host=h) for h in hosts), host=hosts[0])
+    run.hosts = [HostInfo(hostname=h, gpus=[]) for h in hosts]
+    run.findings = [
+        Finding(id="pcie.link_below_max", severity="warn", scope="host:n04/gpu:0", message="x")
+    ]
+    lines = [line.text for line in verdict_lines(analysis(run))]
+    assert lines == [
+        "9 nodes (n00, n01, n02 and 6 more): healthy (by their findings: no known-good figures "
+        "for what they measured on CPU workers)",
+        "node n04: 1 warn (pcie.link_below_max) (by its findings: no known-good figures for what "
+        "it measured on CPU workers)",
+    ]
+    two = results(*(meas(0.09, device="cpu:0", host=h) for h in hosts[:2]), host=hosts[0])
+    two.hosts = [HostInfo(hostname=h, gpus=[]) for h in hosts[:2]]
+    assert [line.text for line in verdict_lines(analysis(two))] == [
+        "2 nodes (n00, n01): healthy (by their findings: no known-good figures for what they "
+        "measured on CPU workers)"
+    ]

@@ -3,9 +3,11 @@ node: what the console, summary.md and report.html show before the findings."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import NamedTuple
 
 from clusterbench.analyses.run import RunAnalysis
+from clusterbench.analyses.verdict.nodes import NodeVerdict
 
 __all__ = ["VerdictLine", "verdict_lines"]
 
@@ -15,10 +17,27 @@ class VerdictLine(NamedTuple):
     healthy: bool
 
 
+NAMED = 3
+"""Nodes named in a line that speaks for several (the rest are counted)."""
+
+
 def verdict_lines(run: RunAnalysis) -> list[VerdictLine]:
     """'node H: healthy: ...' per node against the built-in baseline's known-good figures, then
     'across nodes: ...' where findings about no one node call for action; none for a run that
-    measured nothing."""
-    lines = [VerdictLine(v.line(), v.healthy) for v in run.node_verdicts]
+    measured nothing.  Nodes whose verdicts read alike share one line ('10 nodes (a, b, c and
+    7 more): healthy ...'), in the order of their first node."""
+    alike: dict[str, list[NodeVerdict]] = defaultdict(list)
+    for v in run.node_verdicts:
+        alike[v.judgement()].append(v)
+    lines = [VerdictLine(_line(vs), vs[0].healthy) for vs in alike.values()]
     other = run.other_findings
     return [*lines, VerdictLine(other, False)] if other else lines
+
+
+def _line(verdicts: list[NodeVerdict]) -> str:
+    if len(verdicts) == 1:
+        return verdicts[0].line()
+    names = [v.host for v in verdicts]
+    more = len(names) - NAMED
+    shown = ", ".join(names[:NAMED]) + (f" and {more} more" if more > 0 else "")
+    return f"{len(names)} nodes ({shown}): {verdicts[0].judgement(several=True)}"

@@ -65,6 +65,11 @@ class NodeVerdict:
 
     def line(self) -> str:
         """``node H: healthy: ...`` or ``node H: short of known-good: ...``, one line."""
+        return f"node {self.host}: {self.judgement()}"
+
+    def judgement(self, *, several: bool = False) -> str:
+        """What :meth:`line` says of the node, without its name (``several``: worded for a line
+        that speaks for several nodes judged alike)."""
         parts: list[str] = []
         short = [s for s in self.shares if s.short]
         if short:
@@ -88,8 +93,11 @@ class NodeVerdict:
                 head = f"{head} (of a known-good {self.model})"
         else:
             kinds = ", ".join(_kind_name(k) for k in self.device_kinds) or "no devices"
-            head += f" (by its findings: no known-good figures for {kinds})"
-        return f"node {self.host}: {head}"
+            whose, did = ("their", "they") if several else ("its", "it")
+            head += (
+                f" (by {whose} findings: no known-good figures for what {did} measured on {kinds})"
+            )
+        return head
 
 
 def node_verdicts(results: Results, baseline: Baseline) -> list[NodeVerdict]:

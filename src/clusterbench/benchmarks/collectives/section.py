@@ -103,16 +103,22 @@ def _best_mode(ms: list[Measurement]) -> list[Measurement]:
 
 
 def _grid(title: str, ms: list[Measurement]) -> Grid:
+    """One row per size as it is printed: sizes that print alike share a row (nccl-tests rounds
+    each op's size to a multiple of its ranks, so all_gather's 32 MiB is a few bytes short of
+    all_reduce's), unless one op has two of them."""
     ops = list(dict.fromkeys(str(m.params.get("op")) for m in ms))
-    sizes = sorted({_size(m) for m in ms})
-    cells = {(str(m.params.get("op")), _size(m)): m.value for m in ms}
-    rows = [
-        (
-            format_bytes(size),
-            *(format_value(cells[(op, size)]) if (op, size) in cells else _MISSING for op in ops),
-        )
-        for size in sizes
-    ]
+    by_label: dict[str, list[Measurement]] = defaultdict(list)
+    for m in sorted(ms, key=_size):
+        by_label[format_bytes(_size(m))].append(m)
+    rows = []
+    for label, label_ms in by_label.items():
+        shared = len({str(m.params.get("op")) for m in label_ms}) == len(label_ms)
+        groups = [label_ms] if shared else [[m] for m in label_ms]
+        for group in groups:
+            cells = {str(m.params.get("op")): m.value for m in group}
+            rows.append(
+                (label, *(format_value(cells[op]) if op in cells else _MISSING for op in ops))
+            )
     return Grid(title=title, header=("size", *ops), rows=rows)
 
 
