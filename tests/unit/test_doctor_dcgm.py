@@ -105,6 +105,21 @@ def test_dcgm3_shape_is_read_too() -> None:
     assert warn.messages == ("Persistence mode for GPU 0 is disabled.",)  # the "warnings" key
 
 
+def test_before_dcgm_3_3_gpu_ids_and_a_warning_string_are_read() -> None:
+    # dcgmi/Diag.cpp before DCGM 3.3.1: "gpu_ids" names the GPU, "warnings" is one string and
+    # "error_id" its sibling (no severity)
+    test = {"name": "GPU Memory", "results": [
+        {"gpu_ids": "0", "status": "Pass"},
+        {"gpu_ids": "1,2", "status": "Fail", "warnings": _FAULTY, "error_id": 52}]}  # fmt: skip
+    root = {"DCGM GPU Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [test]}]}}
+    report = parse_diag(json.dumps(root))
+    assert [(r.gpu, r.status, r.messages, r.error_ids) for r in report.results] == [
+        (0, "Pass", (), ()),
+        (1, "Fail", (_FAULTY,), (52,)),
+        (2, "Fail", (_FAULTY,), (52,)),
+    ]
+
+
 def test_a_summary_verdict_without_an_entity_result_is_kept() -> None:
     # DCGM 4 reports an error with no entity (e.g. a plugin that could not load) only in the
     # test's summary: it must not be lost

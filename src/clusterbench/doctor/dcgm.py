@@ -5,9 +5,11 @@ NVIDIA/DCGM, 3.x and 4.x)::
 
     {"DCGM Diagnostic": {                    # "DCGM GPU Diagnostic" before DCGM 4
        "test_categories": [{"category": "Hardware", "tests": [{"name": "memory",
-          "results": [{"entity_group": "GPU", "entity_id": 0,      # DCGM 3: "gpu_id": "0"
+          "results": [{"entity_group": "GPU", "entity_id": 0,      # DCGM 3.3: "gpu_id": "0",
+                                                                   # before: "gpu_ids": "0"
                        "status": "Fail",                           # Pass, Warn, Skip, Fail
                        "warnings": [{"warning": "...", "error_id": 42, "error_severity": 2}],
+                       # before DCGM 3.3: "warnings": "...", "error_id": 42 (no severity)
                        "info": ["..."]}],
           "test_summary": {"status": "Fail", "warnings": [...]}}]}]}}   # DCGM 4 only
 
@@ -101,8 +103,15 @@ def _entity(result: dict[str, Any]) -> tuple[int | None, str | None]:
     return (entity_id if is_gpu else None), f"{group or 'entity'} {entity_id}"
 
 
+def _warnings(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    found = raw.get("warnings")
+    if isinstance(found, str):  # before DCGM 3.3: one string, its error_id beside it
+        return [{"warning": found, "error_id": raw.get("error_id")}]
+    return [w for w in found or [] if isinstance(w, dict)]
+
+
 def _result(category: str, test: str, raw: dict[str, Any]) -> DiagResult:
-    warnings = [w for w in raw.get("warnings") or [] if isinstance(w, dict)]
+    warnings = _warnings(raw)
     # DCGM 3 keys the level-1 tests' message "warnings", the others "warning"
     messages = [str(w.get("warning", w.get("warnings", ""))).strip() for w in warnings]
     gpu, entity = _entity(raw)
@@ -120,9 +129,24 @@ def _result(category: str, test: str, raw: dict[str, Any]) -> DiagResult:
     )
 
 
+def _per_gpu(raw: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The result once per GPU it names: before DCGM 3.3 keyed "gpu_ids", a string ("0", "0,1")."""
+    ids = [i.strip() for i in str(raw.get("gpu_ids", "")).split(",") if i.strip()]
+    if "gpu_id" in raw or not ids:
+        yield raw
+        return
+    for gpu in ids:
+        yield {**raw, "gpu_id": gpu}
+
+
 def _test_results(category: str, test: dict[str, Any]) -> Iterator[DiagResult]:
     name = str(test.get("name", "?"))
-    results = [_result(category, name, r) for r in test.get("results") or [] if isinstance(r, dict)]
+    results = [
+        _result(category, name, per_gpu)
+        for raw in test.get("results") or []
+        if isinstance(raw, dict)
+        for per_gpu in _per_gpu(raw)
+    ]
     yield from results
     summary = test.get("test_summary")
     if not isinstance(summary, dict):
