@@ -50,7 +50,14 @@ _SXID = re.compile(
     r"\s*(?P<text>.*)$"
 )
 _UPTIME = re.compile(r"\[\s*(\d+\.\d+)\]")
-_WALL = re.compile(r"^(\d{4}-\d{2}-\d{2}T\S+|[A-Z][a-z]{2}\s+\d{1,2}\s+\d{2}:\d{2}:\d{2})")
+# syslog's and journalctl's stamp at the line's start, or an ISO one (rsyslog; dmesg
+# --decode --time-format=iso, after its "kern  :warn  : ")
+_WALL = re.compile(
+    r"^(?:[a-z]+\s*:[a-z]+\s*:\s*)?"
+    r"(\d{4}-\d{2}-\d{2}T\S+|[A-Z][a-z]{2}\s+\d{1,2}\s+\d{2}:\d{2}:\d{2})"
+)
+# dmesg -T: "[Sun Feb 23 16:24:18 2025]"
+_CTIME = re.compile(r"\[([A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})\]")
 # Xid 154 names the recovery the other Xids need (catalog: "None", "Drain P2P", "Drain and
 # Reset", "GPU Reset Required", "Node Reboot Required").
 _RECOVERY = re.compile(r"to 0x[0-9a-fA-F]+ \((?P<action>[^)]+)\)")
@@ -90,7 +97,7 @@ class SxidEvent:
 
 
 def _when(prefix: str) -> str | None:
-    wall = _WALL.match(prefix.strip())
+    wall = _WALL.match(prefix.strip()) or _CTIME.search(prefix)
     if wall:
         return wall.group(1)
     uptime = _UPTIME.search(prefix)
