@@ -168,3 +168,29 @@ def test_nodes_judged_alike_share_a_line_that_names_three_and_counts_the_rest() 
         "2 nodes (n00, n01): healthy (by their findings: no known-good figures for what they "
         "measured on CPU workers)"
     ]
+
+
+def test_the_console_prints_twelve_node_lines_those_to_act_on_and_counts_the_rest() -> None:
+    from rich.console import Console
+
+    from clusterbench.report.console import VERDICT_SHOWN, render_summary
+
+    hosts = [f"n{i:02d}" for i in range(40)]
+    run = results(*(meas(0.09, device="cpu:0", host=h) for h in hosts), host=hosts[0])
+    run.hosts = [HostInfo(hostname=h, gpus=[]) for h in hosts]
+    short = hosts[5:35:2]  # 15 nodes, each with a warn of its own: 15 lines that differ
+    run.findings = [
+        Finding(id=f"check.number_{i}", severity="warn", scope=f"host:{h}", message=h)
+        for i, h in enumerate(short)
+    ]
+    console = Console(record=True, width=300)
+    render_summary(analysis(run, []), console)
+    text = console.export_text()
+    named = [line.split(":")[0] for line in text.splitlines() if line.startswith("node ")]
+    assert named == [f"node {h}" for h in short[:VERDICT_SHOWN]]
+    assert "25 healthy" not in text and "healthy (by their findings" not in text
+    assert (
+        "28 more nodes, 25 of them healthy: summary.md and report.html give each its line" in text
+    )
+    md_lines = verdict_lines(analysis(run, []))
+    assert sum(line.nodes for line in md_lines) == 40 and len(md_lines) == 16

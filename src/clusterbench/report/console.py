@@ -38,6 +38,8 @@ __all__ = ["render_summary"]
 
 SEVERITY_STYLE = {"fail": "bold red", "warn": "yellow", "info": "cyan"}
 ADVICE_SHOWN = 5
+VERDICT_SHOWN = 12
+"""Verdict lines the console prints before it counts the rest."""
 """The console names the top few changes; summary.md and report.html list every one."""
 
 
@@ -71,12 +73,29 @@ def render_summary(run: RunAnalysis, console: Console, *, verbose: bool = False)
 
 
 def _print_verdict(run: RunAnalysis, console: Console) -> None:
-    """One line per node: healthy, or what falls short of known-good (then the findings)."""
+    """One line per node: healthy, or what falls short of known-good (then the findings).  Of
+    more than :data:`VERDICT_SHOWN` lines, those of the nodes to act on (at most that many),
+    then the count of the rest; summary.md and report.html hold every line."""
     lines = verdict_lines(run)
     if lines:
         console.print()
-    for text, healthy in lines:
+    nodes = [line for line in lines if line.nodes]
+    shown = nodes
+    if len(nodes) > VERDICT_SHOWN:
+        shown = [line for line in nodes if not line.healthy][:VERDICT_SHOWN]
+    for text, healthy, _ in [*shown, *(line for line in lines if not line.nodes)]:
         console.print(Text(text, style="bold green" if healthy else "bold yellow"))
+    rest = [line for line in nodes if line not in shown]
+    if rest:
+        count = sum(line.nodes for line in rest)
+        healthy = sum(line.nodes for line in rest if line.healthy)
+        which = {count: "all healthy", 0: "none healthy"}.get(healthy, f"{healthy} of them healthy")
+        console.print(
+            Text(
+                f"{count} more nodes, {which}: summary.md and report.html give each its line",
+                style="bold green" if healthy == count else "bold yellow",
+            )
+        )
 
 
 def _print_section(section: Section, console: Console) -> None:

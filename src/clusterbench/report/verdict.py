@@ -15,6 +15,8 @@ __all__ = ["VerdictLine", "verdict_lines"]
 class VerdictLine(NamedTuple):
     text: str
     healthy: bool
+    nodes: int = 1
+    """The nodes the line speaks for (0: the line of the findings about no one node)."""
 
 
 NAMED = 3
@@ -29,9 +31,9 @@ def verdict_lines(run: RunAnalysis) -> list[VerdictLine]:
     alike: dict[str, list[NodeVerdict]] = defaultdict(list)
     for v in run.node_verdicts:
         alike[v.judgement()].append(v)
-    lines = [VerdictLine(_line(vs), vs[0].healthy) for vs in alike.values()]
+    lines = [VerdictLine(_line(vs), vs[0].healthy, len(vs)) for vs in alike.values()]
     other = run.other_findings
-    return [*lines, VerdictLine(other, False)] if other else lines
+    return [*lines, VerdictLine(other, False, 0)] if other else lines
 
 
 def _line(verdicts: list[NodeVerdict]) -> str:
