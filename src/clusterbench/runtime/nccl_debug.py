@@ -44,9 +44,15 @@ __all__ = [
 _ALGOS = ["TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"]
 _PROTOS = ["LL", "LL128", "SIMPLE"]
 
-_VIA = re.compile(r"\bvia (P2P|SHM|NET/[A-Za-z]+|COLLNET|NVLS)[^\s]*")
-_NETWORK = re.compile(r"Using network (\w+)")
-_TUNING = re.compile(r"(\w+): (\d+) Bytes -> Algo (\w+) proto (\w+)")
+# The network's name runs to the "/" before the device number and may hold a space or an
+# underscore: "via NET/AWS Libfabric/0/GDRDMA" (aws-ofi-nccl), "via NET/IBext_v8/2" (the
+# HPC-X IB plugin); "Using network AWS Libfabric" likewise ends only with its line.
+_VIA = re.compile(r"\bvia (P2P|SHM|NET/[^/\n]+(?=/)|COLLNET|NVLS)[^\s]*")
+_NETWORK = re.compile(r"Using network ([^\r\n]*\S)")
+_TUNING = re.compile(r"(?:(\w+): )?(\d+) Bytes -> Algo (\w+) proto (\w+)")
+# The key of TUNING lines that name no collective ("NCCL INFO 256 Bytes -> Algo 0 proto 0 time
+# 25.229528", as some releases log them).
+_UNNAMED_OP = "(op not named)"
 _CHOICE = re.compile(
     r"NCCL INFO (\w+): (\d+) Bytes -> Algo (\w+) proto (\w+)"
     r"(?: channel\{Lo\.\.Hi\}=\{(\d+)\.\.(\d+)\})?"
@@ -105,7 +111,7 @@ def parse_nccl_log(text: str) -> dict[str, Any]:
     choices: dict[str, set[str]] = {}
     for op, _size, algo, proto in _TUNING.findall(text):
         key = f"{_name(algo, _ALGOS)}/{_name(proto, _PROTOS)}"
-        choices.setdefault(op, set()).add(key)
+        choices.setdefault(op or _UNNAMED_OP, set()).add(key)
     return {
         "transports": dict(transports),
         "networks": networks,
