@@ -88,12 +88,12 @@ def _print_verdict(run: RunAnalysis, console: Console) -> None:
     rest = [line for line in nodes if line not in shown]
     if rest:
         count = sum(line.nodes for line in rest)
-        healthy = sum(line.nodes for line in rest if line.healthy)
-        which = {count: "all healthy", 0: "none healthy"}.get(healthy, f"{healthy} of them healthy")
+        well = sum(line.nodes for line in rest if line.healthy)
+        which = {count: "all healthy", 0: "none healthy"}.get(well, f"{well} of them healthy")
         console.print(
             Text(
                 f"{count} more nodes, {which}: summary.md and report.html give each its line",
-                style="bold green" if healthy == count else "bold yellow",
+                style="bold green" if well == count else "bold yellow",
             )
         )
 
