@@ -23,7 +23,7 @@ from clusterbench.benchmarks.collectives.groups import (
     round_robin_pairs,
 )
 from clusterbench.benchmarks.collectives.ops import make_op
-from clusterbench.benchmarks.collectives.section import collective_grids
+from clusterbench.benchmarks.collectives.section import collective_grids, section
 from clusterbench.collective_facts import (
     OPS,
     algbw_gbps,
@@ -298,6 +298,18 @@ def test_grid_sizes_that_print_alike_share_a_row_unless_one_op_has_both() -> Non
     # the same op at two sizes that print alike: a row each, nothing lost
     twice = [coll("busbw", 83.0, size_bytes=32 * MIB), coll("busbw", 82.0, size_bytes=32 * MIB - 8)]
     assert collective_grids(twice)[0].rows == [("32 MiB", "82.0"), ("32 MiB", "83.0")]
+
+
+def test_summary_rows_of_one_op_on_groups_of_different_ranks_are_apart() -> None:
+    # imported: reduce on two GPUs (-g 2), then reduce on one
+    two = coll("busbw", 11.1, op="reduce", group_size=2)
+    one = coll("busbw", 267.4, op="reduce", group_size=1)
+    rows = section([two, one, coll("busbw", 4.0, group_size=2)], multi_host=False).rows
+    assert [(r.what, r.num_ranks, r.median) for r in rows] == [
+        ("reduce busbw · world of 2 ranks", 2, 11.1),
+        ("reduce busbw · world of 1 rank", 1, 267.4),
+        ("all_reduce busbw · world", 2, 4.0),
+    ]
 
 
 def test_low_busbw_uses_what_healthy_nvlink_reaches_when_known() -> None:

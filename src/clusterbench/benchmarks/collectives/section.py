@@ -9,7 +9,7 @@ way nccl-tests output is read: busbw at large messages, time at small ones.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from clusterbench.benchmarks.collectives import CollectivesMetrics
 from clusterbench.benchmarks.collectives.tune_analysis import TuneRow, tune_rows
@@ -30,7 +30,7 @@ _MISSING = "-"
 
 
 def section(ms: list[Measurement], multi_host: bool) -> Section:
-    rows = metric_rows(ms, label=collective_label, multi_host=multi_host, group_ranks=True)
+    rows = metric_rows(ms, label=_labeller(ms), multi_host=multi_host, group_ranks=True)
     matrices = node_pair_matrices(ms)
     grids = [*collective_grids(ms), *tune_grids(ms)]
     return Section("collectives", rows=rows, matrices=matrices, grids=grids)
@@ -41,6 +41,25 @@ def collective_label(m: Measurement) -> str | None:
     if not CollectivesMetrics.busbw.matches(m) or m.params.get("mode") != "back_to_back":
         return None
     return f"{m.params.get('op')} busbw · {m.params.get('group')}"
+
+
+def _labeller(ms: list[Measurement]) -> Callable[[Measurement], str | None]:
+    """:func:`collective_label`, with the group's ranks where one op's group held different
+    numbers of ranks (imported outputs of one GPU and of two): a row for each."""
+    ranks: dict[str, set[object]] = defaultdict(set)
+    for m in ms:
+        text = collective_label(m)
+        if text is not None:
+            ranks[text].add(m.params.get("group_size"))
+
+    def label(m: Measurement) -> str | None:
+        text = collective_label(m)
+        if text is None or len(ranks[text]) < 2:
+            return text
+        n = m.params.get("group_size")
+        return f"{text} of {n} rank{'' if n == 1 else 's'}"
+
+    return label
 
 
 def _size(m: Measurement) -> int:
