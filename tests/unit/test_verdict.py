@@ -170,6 +170,43 @@ def test_nodes_judged_alike_share_a_line_that_names_three_and_counts_the_rest() 
     ]
 
 
+def test_healthy_nodes_of_one_model_share_a_line_with_each_share_as_a_range() -> None:
+    # known-good H100 SXM: GEMM bf16 794.5 TFLOP/s, HBM copy 2900 GB/s
+    figures = {"a": (802.0, 2900.0), "b": (780.0, 2950.0), "c": (820.0, 2901.0),
+               "d": (600.0, 2900.0), "e": (790.0, 2902.0)}  # fmt: skip
+    ms = [
+        meas(value, host=h, params=params, **kw)
+        for h, (gemm, copy) in figures.items()
+        for value, params, kw in (
+            (gemm, {"dtype": "bf16", "m": 8192, "n": 8192, "k": 8192}, {}),
+            (copy, {"op": "copy", "size_bytes": 2**31},
+             {"benchmark": "memory", "metric": "bandwidth", "unit": "GB/s"}),
+        )
+    ]  # fmt: skip
+    run = results(*ms, host="a")
+    run.hosts = [
+        HostInfo(hostname=h, gpus=[GpuInfo(index=0, name="NVIDIA H100 80GB HBM3")]) for h in figures
+    ]
+    lines = verdict_lines(analysis(run, []))
+    assert [(line.text, line.nodes, line.healthy) for line in lines] == [
+        ("4 nodes (a, b, c and 1 more): healthy: GEMM bf16 98-103%, HBM copy 100-102% "
+         "of a known-good NVIDIA H100 80GB HBM3", 4, True),
+        ("node d: short of known-good: GEMM bf16 76% on cuda:0; HBM copy 100% of a known-good "
+         "NVIDIA H100 80GB HBM3", 1, False),
+    ]  # fmt: skip
+    # one node alone keeps its own figures; shares that round alike print once
+    run.hosts, run.measurements = run.hosts[:1], ms[:2]
+    assert [line.text for line in verdict_lines(analysis(run, []))] == [
+        "node a: healthy: GEMM bf16 101%, HBM copy 100% of a known-good NVIDIA H100 80GB HBM3"
+    ]
+    run.hosts = [HostInfo(hostname=h, gpus=run.hosts[0].gpus) for h in ("a", "e")]
+    run.measurements = [m for m in ms if m.host in ("a", "e")]
+    assert [line.text for line in verdict_lines(analysis(run, []))] == [
+        "2 nodes (a, e): healthy: GEMM bf16 99-101%, HBM copy 100% of a known-good "
+        "NVIDIA H100 80GB HBM3"
+    ]
+
+
 def test_the_console_prints_twelve_node_lines_those_to_act_on_and_counts_the_rest() -> None:
     from rich.console import Console
 

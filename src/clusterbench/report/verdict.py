@@ -7,7 +7,7 @@ from collections import defaultdict
 from typing import NamedTuple
 
 from clusterbench.analyses.run import RunAnalysis
-from clusterbench.analyses.verdict.nodes import NodeVerdict
+from clusterbench.analyses.verdict.nodes import NodeVerdict, several_judgement
 
 __all__ = ["VerdictLine", "verdict_lines"]
 
@@ -26,11 +26,13 @@ NAMED = 3
 def verdict_lines(run: RunAnalysis) -> list[VerdictLine]:
     """'node H: healthy: ...' per node against the built-in baseline's known-good figures, then
     'across nodes: ...' where findings about no one node call for action; none for a run that
-    measured nothing.  Nodes whose verdicts read alike share one line ('10 nodes (a, b, c and
-    7 more): healthy ...'), in the order of their first node."""
-    alike: dict[str, list[NodeVerdict]] = defaultdict(list)
+    measured nothing.  Nodes judged alike share one line ('10 nodes (a, b, c and 7 more):
+    healthy ...'), in the order of their first node: healthy nodes held against the same
+    known-good figures (each share given as the lowest and highest of them), and other nodes
+    whose verdicts read the same."""
+    alike: dict[tuple[object, ...], list[NodeVerdict]] = defaultdict(list)
     for v in run.node_verdicts:
-        alike[v.judgement()].append(v)
+        alike[v.alike()].append(v)
     lines = [VerdictLine(_line(vs), vs[0].healthy, len(vs)) for vs in alike.values()]
     other = run.other_findings
     return [*lines, VerdictLine(other, False, 0)] if other else lines
@@ -42,4 +44,4 @@ def _line(verdicts: list[NodeVerdict]) -> str:
     names = [v.host for v in verdicts]
     more = len(names) - NAMED
     shown = ", ".join(names[:NAMED]) + (f" and {more} more" if more > 0 else "")
-    return f"{len(names)} nodes ({shown}): {verdicts[0].judgement(several=True)}"
+    return f"{len(names)} nodes ({shown}): {several_judgement(verdicts)}"

@@ -23,7 +23,14 @@ from clusterbench.analyses.compare.comparison import ComparisonRow
 from clusterbench.schema import Finding, Results
 from clusterbench.thresholds import run_thresholds
 
-__all__ = ["NodeVerdict", "Share", "node_verdicts", "other_findings_line", "share_label"]
+__all__ = [
+    "NodeVerdict",
+    "Share",
+    "node_verdicts",
+    "other_findings_line",
+    "several_judgement",
+    "share_label",
+]
 
 ACT_ON = ("fail", "warn")
 """Severities a user acts on; a node with findings of these is not healthy."""
@@ -62,6 +69,14 @@ class NodeVerdict:
     @property
     def healthy(self) -> bool:
         return not (self.findings or self.failed_ranks or any(s.short for s in self.shares))
+
+    def alike(self) -> tuple[object, ...]:
+        """Nodes with equal keys share a verdict line: healthy nodes held against the same
+        known-good figures of one model (:func:`several_judgement` gives their shares as
+        ranges), any other node with those whose judgement reads the same."""
+        if self.healthy and self.model is not None and self.shares:
+            return ("healthy", self.model, tuple(s.label for s in self.shares))
+        return ("as judged", self.judgement())
 
     def line(self) -> str:
         """``node H: healthy: ...`` or ``node H: short of known-good: ...``, one line."""
@@ -144,6 +159,21 @@ def node_verdicts(results: Results, baseline: Baseline) -> list[NodeVerdict]:
     return out
 
 
+def several_judgement(verdicts: Sequence[NodeVerdict]) -> str:
+    """What a line that speaks for ``verdicts`` (all with one :meth:`NodeVerdict.alike` key)
+    says of them: healthy nodes' shares of known-good as the lowest and highest of them
+    (``GEMM bf16 98-104%``), else the first node's judgement, worded for several."""
+    first = verdicts[0]
+    if first.alike()[0] != "healthy":
+        return first.judgement(several=True)
+    ranges = [
+        _Range(s.group, s.detail, min(v.shares[i].percent for v in verdicts),
+               max(v.shares[i].percent for v in verdicts))
+        for i, s in enumerate(first.shares)
+    ]  # fmt: skip
+    return f"healthy: {_grouped(ranges)} of a known-good {first.model}"
+
+
 def other_findings_line(results: Results) -> str:
     """The findings to act on that are about no one node (the run, a pair of nodes), as one
     line, or '' when there are none."""
@@ -211,12 +241,32 @@ def _pct(percent: float) -> str:
     return f"{percent:.0f}%"
 
 
-def _grouped(shares: Sequence[Share]) -> str:
-    """'GEMM bf16 101%, fp8 98%, HBM copy 100%': a group named once, before its first."""
+@dataclass(frozen=True, slots=True)
+class _Range:
+    """One known-good figure over several nodes: the lowest and highest share of it."""
+
+    group: str
+    detail: str
+    low: float
+    high: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.group} {self.detail}".strip()
+
+    @property
+    def text(self) -> str:
+        low, high = _pct(self.low), _pct(self.high)
+        return low if low == high else f"{low.removesuffix('%')}-{high}"
+
+
+def _grouped(shares: Sequence[Share | _Range]) -> str:
+    """'GEMM bf16 101%, fp8 98%, HBM copy 100%': a group named once, before its first (a range
+    of shares reads '98-104%')."""
     parts, last = [], None
     for s in shares:
         name = s.label if s.group != last else s.detail
-        parts.append(f"{name} {_pct(s.percent)}")
+        parts.append(f"{name} {s.text if isinstance(s, _Range) else _pct(s.percent)}")
         last = s.group
     return ", ".join(parts)
 
