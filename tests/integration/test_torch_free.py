@@ -137,6 +137,49 @@ def test_a_mistyped_name_is_told_before_torch_is_imported(args: list[str], said:
     assert code == 2 and said in err
 
 
+# A torch whose files state a CPU build (as torch/version.py does), never to be imported.
+_CPU_TORCH_RUN = """
+import sys
+from clusterbench.cli import main
+sys.argv = ["clusterbench", *{args!r}]
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+loaded = sorted(m for m in sys.modules if m in ("torch", "clusterbench.pipeline.start"))
+print("__loaded__", {{"code": code, "loaded": loaded}})
+"""
+
+
+def test_a_mistake_only_cpu_workers_refuse_is_told_at_once_where_torch_is_a_cpu_build(
+    tmp_path: Path,
+) -> None:
+    """--only transfer (no CPU form) with --device auto: a torch whose files state a build for
+    neither CUDA nor HIP runs on CPU workers, so the run says so before the pipeline, its fork
+    server or torch load, and makes no folder."""
+    fake = tmp_path / "site" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('torch imported (blocked by the test)')\n")
+    (fake / "version.py").write_text("__version__ = '2.13.0+cpu'\ncuda = None\nhip = None\n")
+    paths = [str(tmp_path / "site"), *filter(None, os.environ.get("PYTHONPATH", "").split(":"))]
+    args = ["run", "--only", "transfer", "--out", str(tmp_path / "run")]
+    proc = subprocess.run(
+        [sys.executable, "-c", _CPU_TORCH_RUN.format(args=args)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(paths)},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("__loaded__")), None)
+    assert line is not None, (proc.returncode, proc.stdout[-2000:], proc.stderr[-3000:])
+    verdict = eval(line.split(" ", 1)[1])  # a dict literal printed by the script above
+    assert verdict == {"code": 2, "loaded": []}, (verdict, proc.stderr[-3000:])
+    assert proc.stderr.strip().splitlines() == [
+        "clusterbench: error: nothing to run: no cpu form of transfer"
+    ]
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [

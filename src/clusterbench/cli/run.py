@@ -239,10 +239,10 @@ def run(
         raise _usage_error("--telemetry-interval and --no-telemetry together: choose one")
     try:  # so are a mistake of the config, --set and the flags, and an --out not to be made
         check_run_config(
-            device=device, suite=suite, config_file=config, sets=set_ or [], only=_split(only),
-            skip=_split(skip), timeout_s=timeout, soak=soak, repeat=repeat,
-            telemetry=False if no_telemetry else None, telemetry_interval_s=telemetry_interval,
-            budget=budget,
+            device=_device_known_before_torch(device), suite=suite, config_file=config,
+            sets=set_ or [], only=_split(only), skip=_split(skip), timeout_s=timeout, soak=soak,
+            repeat=repeat, telemetry=False if no_telemetry else None,
+            telemetry_interval_s=telemetry_interval, budget=budget,
         )  # fmt: skip
         if not plan_only and detect_launcher() is None:  # under one, rank 0 tells all ranks
             check_run_dir(out)
@@ -288,6 +288,15 @@ def run(
         raise typer.Exit(0)
     _print_run(outcome, verbose=verbose)
     raise typer.Exit(outcome.exit_code)
+
+
+def _device_known_before_torch(device: str) -> str:
+    """``device`` as far as it is known before torch is imported: ``auto`` with a torch whose
+    files state a build for neither CUDA nor HIP runs on CPU workers, so a mistake only the
+    CPU refuses (``--only transfer``, which has no CPU form) is told at once."""
+    from clusterbench.hardware.probe import cpu_only_torch_unimported
+
+    return "cpu" if device == "auto" and cpu_only_torch_unimported() else device
 
 
 def _announce(plan: RunPlan, *, soak: bool = False) -> None:

@@ -41,6 +41,7 @@ from clusterbench.schema import GpuInfo, HostInfo, PCIeLink, Topology
 
 __all__ = [
     "AUTO",
+    "cpu_only_torch_unimported",
     "load_nvml",
     "numa_node_cpus",
     "nvml_session",
@@ -167,7 +168,7 @@ def _nvml_gpu(nvml: Any, index: int, root: Path) -> GpuInfo:
 
 def _torch_gpus(root: Path) -> list[GpuInfo]:
     """GPUs through torch.cuda (CUDA or ROCm) when NVML is absent; PCIe from sysfs."""
-    if _cpu_only_torch_unimported():
+    if cpu_only_torch_unimported():
         return []
     try:
         import torch
@@ -239,7 +240,7 @@ def _nccl_version(torch: Any) -> str | None:
 
 
 def _torch_versions() -> dict[str, str]:
-    if _cpu_only_torch_unimported():
+    if cpu_only_torch_unimported():
         return _torch_versions_unimported()
     try:
         import torch
@@ -296,7 +297,7 @@ def _torch_versions_unimported() -> dict[str, str]:
     return {key: value for key, value in found.items() if value}
 
 
-def _cpu_only_torch_unimported() -> bool:
+def cpu_only_torch_unimported() -> bool:
     """Whether torch is not imported yet and its files state a build for neither CUDA nor
     HIP: such a torch sees no GPU and has no NCCL, so importing it (seconds) would tell
     nothing that its files do not (``info`` on a CPU machine).  Once imported, ask torch."""
