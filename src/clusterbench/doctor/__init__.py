@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterbench.doctor import (
+    bytecode,
     error_counters,
     gpu_health,
     nccl_net,
@@ -50,6 +51,7 @@ FAMILIES: dict[str, tuple[Check, ...]] = {
     "nccl_net": nccl_net.CHECKS,
     "storage": storage.CHECKS,
     "placement": placement.CHECKS,
+    "python_start": bytecode.CHECKS,
 }
 """The per-host checks by family (consistency runs over several hosts, see check_consistency)."""
 

@@ -1,0 +1,217 @@
+"""Python start-up: whether torch's modules carry bytecode where none can be written.
+
+``pip install`` byte-compiles what it installs; ``uv pip install`` does not unless asked
+(``--compile-bytecode``), and images built with ``PYTHONDONTWRITEBYTECODE=1`` or installed
+read-only never get it written later.  Then every process that imports torch compiles its
+modules from source first: seconds of every rank's start, on every run.  Where torch is
+already imported (a run's doctor step), the cost is measured here, not assumed: the loaded
+modules that have no bytecode are compiled again from their source (the work each import did),
+and the code they give is loaded from bytecode (the work a byte-compiled import does), both
+timed in this process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import marshal
+import os
+import sys
+import time
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from clusterbench.doctor._sources import Check, Sources
+from clusterbench.schema import Finding
+
+__all__ = [
+    "CHECKS",
+    "MEASURE_BUDGET_S",
+    "MIN_GAIN_S",
+    "WITHOUT_SHARE",
+    "CompileCost",
+    "Coverage",
+    "bytecode_coverage",
+    "check_torch_bytecode",
+    "measure_compile_cost",
+    "torch_package_dir",
+]
+
+ID = "doctor.python.torch_bytecode"
+WITHOUT_SHARE = 0.5
+"""A package counts as without bytecode when fewer than this share of its modules have it."""
+MEASURE_BUDGET_S = 0.25
+"""Seconds of compiling the measurement may spend; past it the rest is scaled by source size."""
+MIN_GAIN_S = 0.1
+"""Compiling must cost a process at least this much more than loading bytecode for the fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """How many of a package's modules have bytecode where this Python looks for it."""
+
+    package: Path
+    modules: int
+    compiled: int
+
+    @property
+    def share(self) -> float:
+        return self.compiled / self.modules if self.modules else 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class CompileCost:
+    """What compiling a process's imported modules from source costs, against loading them
+    from bytecode, measured on ``measured`` of ``modules`` modules (the rest scaled by source
+    size)."""
+
+    modules: int
+    measured: int
+    source_bytes: int
+    compile_s: float
+    load_s: float
+
+
+def torch_package_dir() -> Path | None:
+    """torch's package folder, found without importing torch; None where it is absent."""
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent
+
+
+def _has_bytecode(source: Path) -> bool:
+    try:
+        return Path(importlib.util.cache_from_source(str(source))).exists()
+    except (NotImplementedError, ValueError):  # no cache tag: this Python writes none
+        return True
+
+
+def bytecode_coverage(package: Path) -> Coverage:
+    """The package's ``.py`` modules and how many have bytecode (``__pycache__``, or under
+    ``sys.pycache_prefix`` where PYTHONPYCACHEPREFIX sets one)."""
+    sources = list(package.rglob("*.py"))
+    return Coverage(package, len(sources), sum(_has_bytecode(s) for s in sources))
+
+
+def measure_compile_cost(
+    package: Path,
+    *,
+    budget_s: float = MEASURE_BUDGET_S,
+    modules: Mapping[str, object] | None = None,
+) -> CompileCost | None:
+    """Compile again the modules of ``package`` this process imported that have no bytecode,
+    within ``budget_s`` (past it the rest is scaled by source size), and load the code from
+    bytecode; None where it imported none of them."""
+    loaded = modules if modules is not None else sys.modules
+    prefix = str(package) + os.sep
+    paths = sorted(
+        {
+            Path(f)
+            for m in list(loaded.values())
+            if isinstance(f := getattr(m, "__file__", None), str)
+            and f.startswith(prefix)
+            and f.endswith(".py")
+        }
+    )
+    # a fixed but scattered order, so that what the budget times is a fair sample of the rest
+    paths = sorted((p for p in paths if not _has_bytecode(p)), key=lambda p: zlib.crc32(bytes(p)))
+    if not paths:
+        return None
+    sizes = {p: p.stat().st_size for p in paths}
+    compile_s = load_s = 0.0
+    measured_bytes = measured = 0
+    for path in paths:
+        if measured and compile_s >= budget_s:  # one module at least, then the budget
+            break
+        source = path.read_bytes()
+        start = time.perf_counter()
+        code = compile(source, str(path), "exec", dont_inherit=True)
+        compile_s += time.perf_counter() - start
+        blob = marshal.dumps(code)
+        start = time.perf_counter()
+        marshal.loads(blob)
+        load_s += time.perf_counter() - start
+        measured += 1
+        measured_bytes += sizes[path]
+    total = sum(sizes.values())
+    scale = total / measured_bytes if measured_bytes else 1.0
+    return CompileCost(len(paths), measured, total, compile_s * scale, load_s * scale)
+
+
+def _cannot_write(src: Sources, package: Path) -> str | None:
+    """Why bytecode of ``package`` is never written by an import here, else None."""
+    if src.env.get("PYTHONDONTWRITEBYTECODE"):
+        return "PYTHONDONTWRITEBYTECODE is set"
+    if sys.pycache_prefix is None and not os.access(package, os.W_OK):
+        return "its folder is read-only to this user"
+    return None
+
+
+def check_torch_bytecode(src: Sources) -> list[Finding]:
+    """Info where fewer than half of torch's modules have bytecode and none is written by an
+    import here: every process that imports torch compiles them first.  Where torch is
+    imported in this process (a run's doctor step), what that costs is measured
+    (:func:`measure_compile_cost`) and, where compiling costs :data:`MIN_GAIN_S` more than
+    loading bytecode, the fix says how to write it; else the finding states the fact alone."""
+    package = torch_package_dir()
+    if package is None:
+        return []
+    coverage = bytecode_coverage(package)
+    why = _cannot_write(src, package)
+    if coverage.modules == 0 or coverage.share >= WITHOUT_SHARE or why is None:
+        return []
+    cost = measure_compile_cost(package)  # None where this process imported none of them
+    evidence: dict[str, object] = {
+        "package": str(package),
+        "modules": coverage.modules,
+        "with_bytecode": coverage.compiled,
+        "not_written_because": why,
+    }
+    message = (
+        f"torch's modules lack bytecode ({coverage.compiled:,} of {coverage.modules:,} "
+        f"byte-compiled) and an import writes none ({why}): every process that imports torch "
+        "compiles them from source first"
+    )
+    fix = ""
+    if cost is not None:
+        evidence.update(
+            imported_without_bytecode=cost.modules,
+            measured_modules=cost.measured,
+            source_bytes=cost.source_bytes,
+            compile_s=round(cost.compile_s, 3),
+            load_from_bytecode_s=round(cost.load_s, 3),
+        )
+        scaled = (
+            f", {cost.measured:,} of them timed and the rest scaled by source size"
+            if cost.measured < cost.modules
+            else ""
+        )
+        about = "about " if scaled else ""
+        message += (
+            f"; measured here, compiling the {cost.modules:,} this process imported costs "
+            f"{about}{cost.compile_s:.2f} s, loading them from bytecode {about}"
+            f"{cost.load_s:.2f} s{scaled}"
+        )
+        if cost.compile_s - cost.load_s >= MIN_GAIN_S:
+            fix = (
+                "write the bytecode once where torch is installed: python -m compileall -q "
+                f"-j 0 {package} (pip install writes it; uv pip install with --compile-bytecode)"
+            )
+    return [
+        Finding(
+            id=ID,
+            severity="info",
+            scope=src.scope,
+            message=message,
+            evidence=evidence,
+            fix=fix,
+        )
+    ]
+
+
+CHECKS: tuple[Check, ...] = (check_torch_bytecode,)
