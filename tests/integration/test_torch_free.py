@@ -15,15 +15,8 @@ import pytest
 
 from tests.unit.test_export import synthetic, write_run
 
-# Runs the CLI with torch unimportable (a finder ahead of every other refuses it, as when it is
-# not installed), then says whether anything imported it anyway.
-_NO_TORCH = """
-import importlib.abc, sys
-class NoTorch(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name == "torch" or name.startswith("torch."):
-            raise ModuleNotFoundError(f"No module named {{name!r}} (blocked by the test)")
-sys.meta_path.insert(0, NoTorch())
+# The command line run in a fresh interpreter (formatted with its args), then its exit code.
+_CALL_MAIN = """
 from clusterbench.cli import main
 sys.argv = ["clusterbench", *{args!r}]
 try:
@@ -32,9 +25,22 @@ except SystemExit as exc:
     code = exc.code
 else:
     code = 0
+"""
+# Runs the CLI with torch unimportable (a finder ahead of every other refuses it, as when it is
+# not installed), then says whether anything imported it anyway.
+_BLOCK_TORCH = """
+import importlib.abc, sys
+class NoTorch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError(f"No module named {{name!r}} (blocked by the test)")
+sys.meta_path.insert(0, NoTorch())
+"""
+_SAY_TORCH = """
 torch = sorted(m for m in sys.modules if m == "torch" or m.startswith("torch."))
 print("__torch_free__", {{"code": code, "torch": torch}})
 """
+_NO_TORCH = _BLOCK_TORCH + _CALL_MAIN + _SAY_TORCH
 
 
 def _without_torch(*args: str) -> tuple[int, str, str]:
@@ -138,19 +144,11 @@ def test_a_mistyped_name_is_told_before_torch_is_imported(args: list[str], said:
 
 
 # A torch whose files state a CPU build (as torch/version.py does), never to be imported.
-_CPU_TORCH_RUN = """
-import sys
-from clusterbench.cli import main
-sys.argv = ["clusterbench", *{args!r}]
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code
-else:
-    code = 0
+_SAY_LOADED = """
 loaded = sorted(m for m in sys.modules if m in ("torch", "clusterbench.pipeline.start"))
 print("__loaded__", {{"code": code, "loaded": loaded}})
 """
+_CPU_TORCH_RUN = "import sys\n" + _CALL_MAIN + _SAY_LOADED
 
 
 def test_a_mistake_only_cpu_workers_refuse_is_told_at_once_where_torch_is_a_cpu_build(
