@@ -50,12 +50,23 @@ def _src(**env: str) -> Sources:
 
 
 def test_modules_are_counted_with_and_without_bytecode(tmp_path: Path) -> None:
+    """Of the top-level modules where this process imported none of the package's."""
     pkg = _package(tmp_path)
-    before = bytecode.bytecode_coverage(pkg)
-    assert (before.modules, before.compiled) == (_MODULES + 1, 0)
+    (pkg / "sub").mkdir()
+    (pkg / "sub" / "deep.py").write_text("x = 1\n")  # not top-level: not counted
+    before = bytecode.bytecode_coverage(pkg, modules={})
+    assert (before.modules, before.compiled, before.imported) == (_MODULES + 1, 0, False)
     assert compileall.compile_dir(str(pkg), quiet=1)
-    after = bytecode.bytecode_coverage(pkg)
+    after = bytecode.bytecode_coverage(pkg, modules={})
     assert (after.modules, after.compiled, after.share) == (_MODULES + 1, _MODULES + 1, 1.0)
+
+
+def test_modules_this_process_imported_are_the_ones_counted(imported: Path) -> None:
+    cov = bytecode.bytecode_coverage(imported)
+    assert (cov.modules, cov.compiled, cov.imported) == (_MODULES + 1, 0, True)
+    assert cov.counted == "this process imported"
+    one = {"m": sys.modules["cbpkg.m0"]}
+    assert bytecode.bytecode_coverage(imported, modules=one).modules == 1
 
 
 def test_what_compiling_the_imported_modules_costs_is_measured(imported: Path) -> None:
@@ -77,9 +88,10 @@ def test_a_package_without_bytecode_that_none_writes_is_a_note_with_its_measured
     [f] = bytecode.check_torch_bytecode(_src(PYTHONDONTWRITEBYTECODE="1"))
     assert (f.id, f.severity) == ("doctor.python.torch_bytecode", "info")
     assert f.message.startswith(
-        f"torch's modules lack bytecode (0 of {_MODULES + 1} byte-compiled) and an import "
-        "writes none (PYTHONDONTWRITEBYTECODE is set)"
+        f"torch's modules lack bytecode (0 of the {_MODULES + 1} this process imported "
+        "byte-compiled) and an import writes none (PYTHONDONTWRITEBYTECODE is set)"
     )
+    assert f"measured here, compiling the {_MODULES + 1} without it costs " in f.message
     ev = f.evidence
     assert ev["imported_without_bytecode"] == _MODULES + 1
     assert ev["compile_s"] > ev["load_from_bytecode_s"]  # type: ignore[operator]
