@@ -85,20 +85,31 @@ if [ "$SUITE" = startup ]; then
   fi
   for i in $(seq 1 "${STARTUP_RUNS:-3}"); do
     cold; t0=$(date +%s.%N)
-    timeout 300 python3 -m clusterbench run --no-history --out "$OUT/quick-$i" "$@" \
+    # scripts/run_marks.py: the command itself, with the steps its phases leave out timed
+    timeout 300 python3 scripts/run_marks.py run --no-history --out "$OUT/quick-$i" "$@" \
       >"$OUT/run-quick-$i.log" 2>&1
     rc=$?; wall=$(secs "$t0")
-    python3 - "$OUT/quick-$i/results.json" "quick-$i" "$wall" "$rc" <<'EOF' | tee -a "$OUT/startup.txt"
-import json, sys
-path, name, wall, rc = sys.argv[1:]
+    marks=$(grep -m1 '^marks: ' "$OUT/run-quick-$i.log")
+    python3 - "$OUT/quick-$i/results.json" "quick-$i" "$wall" "$rc" "$marks" <<'EOF' | tee -a "$OUT/startup.txt"
+import json, re, sys
+path, name, wall, rc, marks = sys.argv[1:]
 try:
     with open(path, encoding="utf-8") as f:
         run = json.load(f)["run"]
 except (OSError, ValueError, KeyError) as exc:
     sys.exit(print(f"{name:<9} {wall:>7}  exit {rc}  no results.json ({type(exc).__name__})"))
-phases = "  ".join(f"{k} {v:.2f}" for k, v in (run.get("phase_seconds") or {}).items())
+phase = run.get("phase_seconds") or {}
+phases = "  ".join(f"{k} {v:.2f}" for k, v in phase.items())
 benchmarks = sum((run.get("benchmark_seconds") or {}).values())
 print(f"{name:<9} {wall:>7}  exit {rc}  {phases}  benchmarks {benchmarks:.2f}")
+# the workers' wind-down (after the last benchmark to their exit) and the command's end
+at = {k: float(v) for k, v in re.findall(r"([a-z][a-z ]*?) (\d+\.\d+)", marks.removeprefix("marks: "))}
+if "launch" in at and "workers ended" in at:
+    worked = sum(phase.get(k, 0.0) for k in ("worker start", "device init", "probe",
+                                             "telemetry start")) + benchmarks
+    wind = at["workers ended"] - at["launch"] - worked
+    print(f"{'':<9} {marks}  ->  workers' wind-down {wind:.2f}, after the marks "
+          f"{float(wall) - at.get('exit', 0.0):.2f} (wall - exit mark)")
 EOF
     [ "$i" = 1 ] && bare  # the first quick run meets the fresh machine; the bare import next
   done
