@@ -19,7 +19,8 @@
 #     FULL_REPEATS=2: timed rounds of the whole state per format, default 1, each ~140 s on one
 #     H200 for the four formats; FULL_WARMUP=1: untimed rounds before them, default 0)
 #   scripts/gpu_validate.sh startup   # first on a fresh machine: a bare torch import and CUDA
-#     start, then STARTUP_RUNS=3 quick runs, a row each: wall s and the run's phases
+#     start, then STARTUP_RUNS=3 quick runs, a row each: wall s and the run's phases, and under
+#     it what the phases leave out (scripts/run_marks.py: the workers' wind-down, the end)
 #     (BYTECOMPILE=1: first byte-compile the Python packages, torch's among them, as
 #     `pip install` leaves them, where this machine ships them without bytecode)
 #
