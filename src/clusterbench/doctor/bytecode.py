@@ -18,7 +18,7 @@ import os
 import sys
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +56,8 @@ class Coverage:
     compiled: int
     imported: bool
     """Counted over the modules this process imported (else over the top-level modules)."""
+    without: tuple[Path, ...] = ()
+    """The counted modules that lack bytecode."""
 
     @property
     def counted(self) -> str:
@@ -120,8 +122,8 @@ def bytecode_coverage(package: Path, *, modules: Mapping[str, object] | None = N
     torch; a walk of all its ~2,100 cost a run's doctor step 0.13-0.18 s on a cold page cache)."""
     imported = _imported_sources(package, modules)
     sources = imported or sorted(package.glob("*.py"))
-    compiled = sum(_has_bytecode(p) for p in sources)
-    return Coverage(package, len(sources), compiled, imported=bool(imported))
+    without = tuple(p for p in sources if not _has_bytecode(p))
+    return Coverage(package, len(sources), len(sources) - len(without), bool(imported), without)
 
 
 def measure_compile_cost(
@@ -133,11 +135,14 @@ def measure_compile_cost(
     """Compile again the modules of ``package`` this process imported that have no bytecode,
     within ``budget_s`` (past it the rest is scaled by source size), and load the code from
     bytecode; None where it imported none of them."""
+    without = [p for p in _imported_sources(package, modules) if not _has_bytecode(p)]
+    return _time_compiles(without, budget_s=budget_s)
+
+
+def _time_compiles(sources: Sequence[Path], *, budget_s: float) -> CompileCost | None:
+    """:func:`measure_compile_cost` of these modules (that lack bytecode); None for none."""
     # a fixed but scattered order, so that what the budget times is a fair sample of the rest
-    paths = sorted(
-        (p for p in _imported_sources(package, modules) if not _has_bytecode(p)),
-        key=lambda p: zlib.crc32(bytes(p)),
-    )
+    paths = sorted(sources, key=lambda p: zlib.crc32(bytes(p)))
     if not paths:
         return None
     sizes = {p: p.stat().st_size for p in paths}
@@ -183,7 +188,10 @@ def check_torch_bytecode(src: Sources) -> list[Finding]:
     why = _cannot_write(src, package)
     if coverage.modules == 0 or coverage.share >= WITHOUT_SHARE or why is None:
         return []
-    cost = measure_compile_cost(package)  # None where this process imported none of them
+    # measured where the modules counted are those this process imported (torch is imported)
+    cost = None
+    if coverage.imported:
+        cost = _time_compiles(coverage.without, budget_s=MEASURE_BUDGET_S)
     evidence: dict[str, object] = {
         "package": str(package),
         "modules": coverage.modules,
