@@ -51,7 +51,7 @@ class Share:
 
     @property
     def label(self) -> str:
-        return f"{self.group} {self.detail}".strip()
+        return _label(self.group, self.detail)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +237,10 @@ def _kind_name(kind: str) -> str:
     return {"cpu": "CPU workers", "cuda": "an unnamed GPU"}.get(kind, kind)
 
 
+def _label(group: str, detail: str) -> str:
+    return f"{group} {detail}".strip()
+
+
 def _pct(percent: float) -> str:
     return f"{percent:.0f}%"
 
@@ -252,7 +256,7 @@ class _Range:
 
     @property
     def label(self) -> str:
-        return f"{self.group} {self.detail}".strip()
+        return _label(self.group, self.detail)
 
     @property
     def text(self) -> str:
