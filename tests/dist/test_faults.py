@@ -7,11 +7,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import pty
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -26,17 +29,20 @@ HOST = socket.gethostname()
 TIMEOUT_S = 15
 
 
-def _start(out: Path) -> subprocess.Popen[str]:
+def _args(out: Path) -> list[str]:
     # gemm finishes first (kept); collectives then runs long enough to be caught in an op
-    args = [
+    return [
         "run", "--device", "cpu", "--nproc", "2", "--out", str(out), "--timeout", str(TIMEOUT_S),
         "--only", "gemm,collectives", "--set", "gemm.shapes=64x64x64", "--set", "gemm.dtypes=fp32",
         "--set", "collectives.ops=all_reduce", "--set", "collectives.modes=back_to_back",
         "--set", "collectives.min_bytes=1048576", "--set", "collectives.max_bytes=1048576",
         "--set", "collectives.iters=100000",
     ]  # fmt: skip
+
+
+def _start(out: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "clusterbench", *args],
+        [sys.executable, "-m", "clusterbench", *_args(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
@@ -94,6 +100,52 @@ def test_a_stopped_worker_is_the_culprit(tmp_path: Path) -> None:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 break
+
+
+def test_a_stopped_run_leaves_the_terminal_clean(tmp_path: Path) -> None:
+    """On a terminal, the launcher stopped (SIGTERM) while rank 0 draws its bars and waits in a
+    collective: rank 0 ends its bars' line and shows the cursor again before it goes, so
+    every line the launcher writes after it begins a line of its own."""
+    out = tmp_path / "run"
+    primary, secondary = pty.openpty()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TERM": "xterm-256color", "COLUMNS": "100"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "clusterbench", *_args(out)],
+        stdin=secondary, stdout=secondary, stderr=secondary, env=env, close_fds=True,
+    )  # fmt: skip
+    os.close(secondary)
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=_read_all, args=(primary, chunks), daemon=True)
+    reader.start()
+    try:
+        _rank1_in_collective(out, proc)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=30)
+    os.close(primary)
+    text = b"".join(chunks).decode("utf-8", errors="replace")
+    assert "clusterbench: interrupted" in text, text
+    hidden = text.rfind("\x1b[?25l")
+    assert hidden >= 0 and "\x1b[?25h" in text[hidden:], repr(text[-400:])  # cursor shown
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
+    for start in (m.start() for m in re.finditer("clusterbench: ", plain)):
+        assert start == 0 or plain[start - 1] == "\n", repr(plain[max(0, start - 120) : start + 40])
+
+
+def _read_all(fd: int, chunks: list[bytes]) -> None:
+    """Everything the terminal shows until the last process holding it closes it."""
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:  # EIO: no process holds the terminal any more
+            return
+        if not data:
+            return
+        chunks.append(data)
 
 
 def _stack_of_rank1_kept(out: Path) -> None:

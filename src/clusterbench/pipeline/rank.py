@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import signal
 import sys
 import threading
 import time
@@ -117,6 +118,8 @@ def worker_main(spec: RunSpec) -> Finished | None:
     if not spec.self_launched:  # clusterbench's own launch reads the ranks' files instead
         on_sigterm(lambda interrupted: _terminated(ctx, log=log, collector=collector,
                                                    interrupted=interrupted))  # fmt: skip
+    elif ctx.rank == 0:  # the rank that draws the bars on the launcher's terminal
+        on_sigterm(lambda interrupted: _end_display_and_exit())
     try:
         run_benchmarks(ctx, spec=spec, log=log, collector=collector)
     except KeyboardInterrupt:
@@ -147,10 +150,26 @@ def worker_main(spec: RunSpec) -> Finished | None:
     return collector.finished_run if isinstance(collector, GatherCollector) else None
 
 
+def _end_display_and_exit() -> None:
+    """clusterbench's own launcher ends this rank (another rank failed, or the launcher was
+    stopped): end the progress bars' line first, so that the launcher's own lines on the
+    terminal begin on a line of their own, then exit as a rank ended by SIGTERM.  The
+    launcher reads how the run ended from the ranks' files, not from this exit code."""
+    from clusterbench.report.progress import end_displays
+
+    end_displays()
+    if _FINAL.acquire(blocking=False):  # else the main thread is ending the rank: it exits
+        hard_exit(128 + signal.SIGTERM)
+
+
 def _terminated(ctx: DistContext, *, log: RankLog, collector: Collector, interrupted: bool) -> None:
     """The launcher ends this rank (torchrun does when another of its node's workers died):
     say so in the flight record and the rank file; rank 0 then writes results.json naming the
     rank that caused it (its heartbeat stopped first) and the ranks that waited for it."""
+    if ctx.rank == 0:  # its bars' line ends before any other line is written
+        from clusterbench.report.progress import end_displays
+
+        end_displays()
     if ctx.flight is not None:
         ctx.flight.end("interrupted (SIGINT, then SIGTERM)" if interrupted else TERMINATED)
     if not _FINAL.acquire(blocking=False):

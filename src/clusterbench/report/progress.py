@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from types import TracebackType
 
 from rich.console import Console
@@ -15,7 +16,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-__all__ = ["BenchmarkBar", "RunProgress"]
+__all__ = ["BenchmarkBar", "RunProgress", "end_displays"]
 
 
 class BenchmarkBar:
@@ -38,8 +39,22 @@ class BenchmarkBar:
         self._progress.update(self._task, total=total, completed=total, description=desc)
 
 
+_LIVE: set[RunProgress] = set()
+"""The displays drawn now in this process, for :func:`end_displays`."""
+
+
+def end_displays() -> None:
+    """End every display still drawn in this process, from any thread: its last frame, the
+    end of its line and (on a terminal) the cursor shown again.  For a process about to be
+    ended by a signal, which would otherwise leave the terminal's next line glued to a bar."""
+    for display in list(_LIVE):
+        display.stop()
+
+
 class RunProgress:
     def __init__(self, console: Console | None = None) -> None:
+        self._lock = threading.Lock()
+        self._stopped = False
         self._progress = Progress(
             SpinnerColumn(),
             TextColumn("[bold]{task.description}"),
@@ -62,7 +77,20 @@ class RunProgress:
 
     def __enter__(self) -> RunProgress:
         self._progress.start()
+        _LIVE.add(self)
         return self
+
+    def stop(self) -> None:
+        """Draw the last frame and end its line, once.  Frame and line end go out in one
+        write (rich writes them as two where the console is not a terminal), so a process
+        killed here leaves no half line for the next one to be glued to."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            with self._progress.console:  # one buffer, flushed as one write
+                self._progress.stop()
+            _LIVE.discard(self)
 
     def __exit__(
         self,
@@ -70,4 +98,4 @@ class RunProgress:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._progress.stop()
+        self.stop()
