@@ -103,13 +103,16 @@ phase = run.get("phase_seconds") or {}
 phases = "  ".join(f"{k} {v:.2f}" for k, v in phase.items())
 benchmarks = sum((run.get("benchmark_seconds") or {}).values())
 print(f"{name:<9} {wall:>7}  exit {rc}  {phases}  benchmarks {benchmarks:.2f}")
-# the workers' wind-down (after the last benchmark to their exit) and the command's end
+# the workers' wind-down (after the last benchmark to their word 'done'), the wait for
+# their processes' end after the print, and the command's end
 at = {k: float(v) for k, v in re.findall(r"([a-z][a-z ]*?) (\d+\.\d+)", marks.removeprefix("marks: "))}
 if "launch" in at and "workers ended" in at:
     worked = sum(phase.get(k, 0.0) for k in ("worker start", "device init", "probe",
                                              "telemetry start")) + benchmarks
     wind = at["workers ended"] - at["launch"] - worked
-    print(f"{'':<9} {marks}  ->  workers' wind-down {wind:.2f}, after the marks "
+    exits = at.get("exits to", 0.0) - at.get("exits from", 0.0)
+    print(f"{'':<9} {marks}  ->  workers' wind-down {wind:.2f} (to their word 'done'), "
+          f"their exits waited for {exits:.2f} after the print, after the marks "
           f"{float(wall) - at.get('exit', 0.0):.2f} (wall - exit mark)")
 EOF
     [ "$i" = 1 ] && bare  # the first quick run meets the fresh machine; the bare import next

@@ -2,9 +2,11 @@
 scripts/gpu_validate.sh startup: where the seconds between the last benchmark and the
 process's end go.
 
-Prints one line to stderr at exit, ``marks: launch 0.41  workers ended 5.00  finish 5.04-5.22
-print 5.22-5.25  exit 5.26``: seconds since this process started (its own start, as
-``run.phase_seconds`` counts ``start``).  With the run's phases, the workers' wind-down is
+Prints one line to stderr at exit, ``marks: launch 0.41  workers ended 5.00  finish from 5.04
+finish to 5.22  print from 5.22  print to 5.25  exits from 5.25  exits to 5.40  exit 5.41``:
+seconds since this process started (its own start, as ``run.phase_seconds`` counts ``start``).
+``workers ended`` is when every worker said it was done; ``exits`` is the wait, after the
+print, for their processes to end.  With the run's phases, the workers' wind-down is
 ``workers ended`` - ``launch`` - (worker start + device init + probe + telemetry start +
 the benchmarks' seconds).
 
@@ -26,6 +28,7 @@ def main() -> None:
     marks: dict[str, float] = {}
 
     def mark(name: str) -> None:
+        marks.pop(name, None)  # a step timed twice: its last time, in the order it came
         marks[name] = time.monotonic() - zero
 
     def timed(module: object, attr: str, before: str, after: str) -> None:
@@ -46,6 +49,9 @@ def main() -> None:
     timed(start, "launch_local", "launch", "workers ended")
     timed(start, "finish", "finish from", "finish to")
     timed(cli_run, "_print_run", "print from", "print to")
+    import clusterbench.runtime.launch as launch
+
+    timed(launch, "wait_for_workers", "exits from", "exits to")
 
     def report() -> None:
         mark("exit")

@@ -69,6 +69,41 @@ def test_each_launch_sees_the_environment_and_directory_of_its_own_moment(
     }
 
 
+def done_but_slow_to_end(out: str) -> None:
+    """A worker whose work is done at once but whose process ends only once ``out/go``
+    exists (as a GPU process's end waits on its CUDA context's teardown)."""
+    import multiprocessing.util
+
+    def wait_for_go() -> None:
+        while not Path(out, "go").exists():
+            time.sleep(0.01)
+        Path(out, f"ended-{os.environ['RANK']}").touch()
+
+    multiprocessing.util.Finalize(None, wait_for_go, exitpriority=0)  # runs at its exit
+    Path(out, f"done-{os.environ['RANK']}").touch()
+
+
+def test_the_launch_returns_when_the_workers_are_done_not_when_they_have_ended(
+    tmp_path: Path,
+) -> None:
+    """A worker that said it is done lets the launch return while its process still ends;
+    wait_for_workers then waits for that end, and the next launch waits for it first."""
+    from clusterbench.runtime import launch
+
+    out = tmp_path / "w"
+    out.mkdir()
+    assert launch_local(done_but_slow_to_end, str(out), nproc=2, log_dir=out / "logs") == []
+    assert {p.name for p in out.glob("done-*")} == {"done-0", "done-1"}
+    ending = list(launch._ending)
+    assert len(ending) == 2 and all(worker.is_alive() for worker in ending)
+    assert not list(out.glob("ended-*"))
+    (out / "go").touch()
+    launch.wait_for_workers()
+    assert [worker.exitcode for worker in ending] == [0, 0]
+    assert {p.name for p in out.glob("ended-*")} == {"ended-0", "ended-1"}
+    assert launch._ending == []
+
+
 def test_a_fork_server_started_early_is_the_one_the_workers_come_from(tmp_path: Path) -> None:
     """runner.run starts the GPU workers' fork server before it imports torch itself, so that
     the two imports overlap; the launch then forks its workers from that server."""

@@ -287,6 +287,9 @@ def run(
         _console().print("plan only: nothing was run (the same command without --plan runs it)")
         raise typer.Exit(0)
     _print_run(outcome, verbose=verbose)
+    from clusterbench.runtime.launch import wait_for_workers
+
+    wait_for_workers()  # their processes ended while the results were written and printed
     raise typer.Exit(outcome.exit_code)
 
 

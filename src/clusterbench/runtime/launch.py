@@ -19,6 +19,7 @@ import multiprocessing.process
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -37,6 +38,7 @@ __all__ = [
     "on_sigterm",
     "start_fork_server",
     "stop_fork_server",
+    "wait_for_workers",
 ]
 
 T = TypeVar("T")
@@ -157,35 +159,62 @@ def launch_local(
     ``.stderr.log`` (made here: a disk with no room for them is this function's OSError,
     before any worker starts).
 
+    A worker is done once ``entrypoint`` returned: it says so through a pipe, and this
+    function returns once every worker is done, while their processes still end (a GPU
+    process's end tears down its CUDA context, which takes a while): their exit overlaps what
+    the caller does next, and this process waits for them at its own exit (multiprocessing
+    joins its children then), or at :func:`wait_for_workers`.
+
     When a worker ends with an exit code other than 0, the others get SIGTERM (SIGKILL
     :data:`STOP_GRACE_S` later): no restarts, and the one failure returned is the first seen.
     SIGINT or SIGTERM to this process stops the workers with the same signal (SIGINT after
     :data:`SIGINT_GRACE_S`, since a terminal's Ctrl-C reaches them already) and raises
     :class:`Interrupted` (from the main thread; see :func:`_signals_raise_interrupted`).
     """
+    wait_for_workers()  # an earlier launch's workers: their devices free before the next
     module = entrypoint.partition(":")[0] if isinstance(entrypoint, str) else entrypoint.__module__
     start_fork_server(module)
     streams = _open_logs(log_dir, nproc=nproc)
     ctx = multiprocessing.get_context("forkserver")
     environ, cwd, port = dict(os.environ), os.getcwd(), _free_port()
     workers: list[multiprocessing.process.BaseProcess] = []
+    done: list[multiprocessing.connection.Connection] = []
     try:
         with _signals_raise_interrupted():
             for rank in range(nproc):
                 env = {**environ, **_rank_env(rank, nproc=nproc, port=port)}
+                reader, writer = ctx.Pipe(duplex=False)
                 worker = ctx.Process(
                     target=_run_worker, name=f"clusterbench-rank-{rank}",
                     args=(env, cwd, streams.get(rank), _error_path(log_dir, rank), entrypoint,
-                          args),
+                          args, writer),
                 )  # fmt: skip
                 worker.start()
+                writer.close()  # the worker holds its own end: at its end, this end reads EOF
                 workers.append(worker)
-            failure = _first_failure(workers, log_dir=log_dir)
+                done.append(reader)
+            failure = _first_failure(workers, done, log_dir=log_dir)
     except BaseException as exc:
         _stop(workers, exc.signum if isinstance(exc, Interrupted) else signal.SIGTERM)
         raise
-    _stop(workers, signal.SIGTERM)
-    return [] if failure is None else [failure]
+    finally:
+        for reader in done:
+            reader.close()
+    if failure is not None:
+        _stop(workers, signal.SIGTERM)
+        return [failure]
+    _ending.extend(workers)  # every one is done; their processes end by themselves
+    return []
+
+
+_ending: list[multiprocessing.process.BaseProcess] = []
+"""Workers done with their work whose processes may still be ending."""
+
+
+def wait_for_workers() -> None:
+    """Wait until the processes of the workers that are done have ended."""
+    while _ending:
+        _ending.pop().join()
 
 
 STOP_GRACE_S = 30.0
@@ -263,21 +292,45 @@ def _error_path(log_dir: Path, rank: int) -> str:
 
 
 def _first_failure(
-    workers: list[multiprocessing.process.BaseProcess], *, log_dir: Path
+    workers: list[multiprocessing.process.BaseProcess],
+    done: list[multiprocessing.connection.Connection],
+    *,
+    log_dir: Path,
 ) -> WorkerFailure | None:
-    """Wait until every worker has ended with exit code 0 (None), or one has not: the first
-    seen (the lowest rank of those that end at once)."""
-    running = {worker.sentinel: rank for rank, worker in enumerate(workers)}
-    while running:
-        ready = multiprocessing.connection.wait(list(running))
-        for rank in sorted(running.pop(sentinel) for sentinel in ready):  # type: ignore[arg-type]
+    """Wait until every worker is done (None: it said so, or it ended with exit code 0), or
+    one has ended otherwise: the first seen (the lowest rank of those that end at once)."""
+    waiting: dict[Any, int] = {}
+    for rank, worker in enumerate(workers):
+        waiting[worker.sentinel] = waiting[done[rank]] = rank
+    finished: set[int] = set()
+    while len(finished) < len(workers):
+        ready = multiprocessing.connection.wait(list(waiting))
+        for obj in sorted(ready, key=lambda obj: waiting[obj]):
+            rank = waiting.pop(obj)
+            if rank in finished:
+                continue
+            if obj is done[rank]:
+                if _said_done(done[rank]):
+                    finished.add(rank)
+                continue  # it ended without a word: its exit code tells
             workers[rank].join()
             exitcode = workers[rank].exitcode
             if exitcode != 0:
                 assert exitcode is not None
                 message = _error_message(_error_path(log_dir, rank))
                 return WorkerFailure(rank=rank, exitcode=exitcode, message=message)
+            finished.add(rank)
     return None
+
+
+def _said_done(reader: multiprocessing.connection.Connection) -> bool:
+    try:
+        return reader.recv_bytes() == _DONE
+    except (EOFError, OSError):
+        return False
+
+
+_DONE = b"done"
 
 
 def _stop(workers: list[multiprocessing.process.BaseProcess], signum: int) -> None:
@@ -356,11 +409,13 @@ def _run_worker(
     error_path: str,
     entrypoint: Callable[..., Any] | str,
     args: tuple[Any, ...],
+    done: multiprocessing.connection.Connection,
 ) -> None:
     """One worker: its environment and directory, its output to ``streams`` (None: the
-    terminal's, as the fork server has it), then ``entrypoint(*args)``.  An exception that
-    ends it leaves its first line in ``error_path`` for the launcher, then ends the worker
-    as it would have (its traceback on stderr, exit code 1)."""
+    terminal's, as the fork server has it), then ``entrypoint(*args)``, and then a word on
+    ``done`` (the launcher goes on while this process ends).  An exception that ends it
+    leaves its first line in ``error_path`` for the launcher, then ends the worker as it
+    would have (its traceback on stderr, exit code 1)."""
     if streams is not None:
         for fd, path in zip((1, 2), streams, strict=True):
             target = os.open(path, os.O_WRONLY | os.O_APPEND)
@@ -372,6 +427,10 @@ def _run_worker(
     except Exception as exc:
         Path(error_path).write_text(f"{type(exc).__name__}: {exc}\n", encoding="utf-8")
         raise
+    sys.stdout.flush()  # what it printed goes out before the launcher's next lines
+    sys.stderr.flush()
+    with contextlib.suppress(OSError):  # the launcher is gone: nobody to tell
+        done.send_bytes(_DONE)
 
 
 def _resolve(entrypoint: Callable[..., Any] | str) -> Callable[..., Any]:
