@@ -107,8 +107,8 @@ print(f"{name:<9} {wall:>7}  exit {rc}  {phases}  benchmarks {benchmarks:.2f}")
 # their processes' end after the print, and the command's end
 at = {k: float(v) for k, v in re.findall(r"([a-z][a-z ]*?) (\d+\.\d+)", marks.removeprefix("marks: "))}
 if "launch" in at and "workers ended" in at:
-    worked = sum(phase.get(k, 0.0) for k in ("worker start", "device init", "probe",
-                                             "telemetry start")) + benchmarks
+    worked = sum(phase.get(k, 0.0) for k in ("worker imports", "worker start", "device init",
+                                             "probe", "telemetry start")) + benchmarks
     wind = at["workers ended"] - at["launch"] - worked
     exits = at.get("exits to", 0.0) - at.get("exits from", 0.0)
     print(f"{'':<9} {marks}  ->  workers' wind-down {wind:.2f} (to their word 'done'), "

@@ -397,10 +397,11 @@ class RunInfo(_Model):
     phase_seconds: dict[str, float] = Field(
         default_factory=dict,
         description="phase of the run -> wall seconds, in order: start (the process up to the "
-        "run), imports (torch, the device check), plan, worker start, device init, probe, "
+        "run), imports (torch, the device check), plan, worker imports (the workers' fork "
+        "server's import still to come at the launch), worker start, device init, probe, "
         "telemetry start (the slowest rank's), finish (assemble and analyse), page (build "
         "report.html); the benchmarks are in benchmark_seconds; a phase not timed (under an "
-        "external launcher: worker start) is left out",
+        "external launcher: worker imports and worker start) is left out",
     )
     soak: SoakInfo | None = Field(
         default=None, description="the rounds of a soak (--soak, --repeat); null outside one"

@@ -50,8 +50,9 @@ def test_expected_time_then_time_taken(tmp_path: Path) -> None:
     assert "## Time" in summary and "| memory |" in summary
     # every phase that no benchmark accounts for, timed, in the order they happen
     phases = results.run.phase_seconds
-    assert list(phases) == ["start", "imports", "plan", "worker start", "device init", "probe",
-                            "telemetry start", "finish", "page"], phases  # fmt: skip
+    assert list(phases) == ["start", "imports", "plan", "worker imports", "worker start",
+                            "device init", "probe", "telemetry start", "finish",
+                            "page"], phases  # fmt: skip
     assert all(s >= 0 for s in phases.values()) and phases["imports"] > 0
     assert "\nphases: start " in summary and "phases:" not in first  # the console: --verbose
 

@@ -85,6 +85,10 @@ __all__ = ["BenchmarkFailed", "worker_main"]
 
 TERMINATED = "terminated by the launcher (SIGTERM)"
 
+IMPORTED_AT = time.time()
+"""When this module's imports (torch's with them) were done: in a worker of clusterbench's own
+launch, when its fork server had imported them."""
+
 _FINAL = threading.Lock()
 """Taken by whichever says how this rank ends, the main thread or the SIGTERM watcher: one
 report, then the process exits."""
@@ -100,7 +104,11 @@ def worker_main(spec: RunSpec) -> Finished | None:
     ctx = join_world(spec)
     ctx.phases = {"device init": time.time() - entered}
     if spec.launched_at is not None:  # clusterbench's own launch: from it to this worker
-        ctx.phases["worker start"] = max(0.0, entered - spec.launched_at)
+        # the fork server imported this module before it forked this worker: what of its
+        # import came after the launch, the launch waited for
+        imported = min(max(spec.launched_at, IMPORTED_AT), entered)
+        ctx.phases["worker imports"] = imported - spec.launched_at
+        ctx.phases["worker start"] = max(0.0, entered - imported)
     check_agreement(ctx, spec)
     check_nodes(ctx, spec)
     if not spec.run_dir:

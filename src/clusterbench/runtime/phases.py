@@ -14,6 +14,7 @@ PHASES = (
     "start",
     "imports",
     "plan",
+    "worker imports",
     "worker start",
     "device init",
     "probe",
@@ -23,8 +24,9 @@ PHASES = (
 )
 """In the order they happen: start (the process up to the run: the interpreter and the command
 line), imports (the device check; and torch, where this process is a rank: a run that starts its
-own workers leaves torch to their fork server, whose import ends within worker start), plan,
-worker start (launch to a worker running), device init (the process group and the device), probe
+own workers leaves torch to their fork server), plan, worker imports (what of the fork server's
+import of torch and the workers' modules was still to come at the launch), worker start (the
+rest of the launch to a worker running), device init (the process group and the device), probe
 (the node's hardware), telemetry start, then the benchmarks, finish (assemble and analyse) and
 page (build report.html)."""
 
