@@ -29,6 +29,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL_OUT="${OUT:-$(mktemp -d)}"
+mkdir -p "$FINAL_OUT"
 OUT="$(mktemp -d)"  # everything goes here; FINAL_OUT gets the table, results and a tarball
 SUITE="${1:-quick}"
 shift || true

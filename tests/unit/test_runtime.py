@@ -277,3 +277,20 @@ def test_phases_of_the_ranks_and_the_starting_process_in_the_order_they_happen(
     ]  # fmt: skip
     age = process_age_s()
     assert age is not None and 0 < age < 24 * 3600
+
+
+def test_a_world_of_one_waits_for_no_one(world: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A barrier in a world of one rank calls no collective (under NCCL it would make a
+    communicator that no peer uses); two ranks do call one."""
+    import torch.distributed as dist
+
+    from tests.helpers import one_rank_ctx
+
+    calls: list[object] = []
+    monkeypatch.setattr(dist, "barrier", lambda *a, **k: calls.append((a, k)))
+    one_rank_ctx("gemm").barrier()
+    assert calls == []
+    two = one_rank_ctx("gemm")
+    two.world_size = 2
+    two.barrier()
+    assert len(calls) == 1

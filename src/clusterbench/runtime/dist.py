@@ -156,7 +156,8 @@ class DistContext:
         return f"cpu:{self.local_rank}"
 
     def barrier(self) -> None:
-        if dist.is_available() and dist.is_initialized():
+        """Wait for every rank (a world of one: no one to wait for, no collective)."""
+        if self.world_size > 1 and dist.is_available() and dist.is_initialized():
             with self.waiting_for_peers():
                 if self.backend == "nccl":
                     dist.barrier(device_ids=[self.device.index or 0])
@@ -252,10 +253,13 @@ def init_distributed(
     if dist.is_initialized():
         return
     kwargs: dict[str, Any] = {"backend": backend, "timeout": timedelta(seconds=timeout_s)}
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if backend == "nccl":
         torch.cuda.set_device(device)
-        kwargs["device_id"] = device
-    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        if world_size > 1:  # NCCL's communicator made now, not at the first collective;
+            # a world of one has no peer to talk to: that would cost 0.4-0.6 s on an H100
+            # (docs/results/command-startup.md), for a communicator never used
+            kwargs["device_id"] = device
     if join_timeout_s is not None and world_size > 1 and "TORCHELASTIC_RUN_ID" not in os.environ:
         store = _join_store(rank=rank, world_size=world_size, timeout_s=join_timeout_s,
                             host=host)  # fmt: skip
