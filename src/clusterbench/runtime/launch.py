@@ -212,9 +212,14 @@ _ending: list[multiprocessing.process.BaseProcess] = []
 
 
 def wait_for_workers() -> None:
-    """Wait until the processes of the workers that are done have ended."""
+    """Wait until the processes of the workers that are done have ended; one that has not
+    ended :data:`STOP_GRACE_S` after its word is killed (its work was done)."""
     while _ending:
-        _ending.pop().join()
+        worker = _ending.pop()
+        worker.join(STOP_GRACE_S)
+        if worker.is_alive():
+            worker.kill()
+            worker.join()
 
 
 STOP_GRACE_S = 30.0
