@@ -13,7 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$(mktemp -d)}"
 REPEATS="${REPEATS:-5}"
-if compgen -G ".whl/*.whl" >/dev/null; then
+if compgen -G ".whl/*.whl" >/dev/null && ! python3 -c "import pydantic, plotly" 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade \
     --target /tmp/cb-site .whl/*.whl || exit 1
   export PYTHONPATH="/tmp/cb-site:${PYTHONPATH:-}"

@@ -13,7 +13,7 @@ OUT="${OUT:-$(mktemp -d)}"
 RUNS="${RUNS:-5}"
 export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
 export TORCH_SYMM_MEM_DISABLE_MULTICAST="${TORCH_SYMM_MEM_DISABLE_MULTICAST:-1}"
-if compgen -G ".whl/*.whl" >/dev/null; then
+if compgen -G ".whl/*.whl" >/dev/null && ! python3 -c "import pydantic, plotly" 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/cb-site .whl/*.whl || exit 1
   export PYTHONPATH="/tmp/cb-site:${PYTHONPATH:-}"
