@@ -258,3 +258,31 @@ def test_info_and_doctor_fast_import_no_cpu_only_torch(args: list[str]) -> None:
     assert "clusterbench.hardware.probe" in imported
     assert not [m for m in imported if m == "torch" or m.startswith("torch.")]
     assert args[0] != "info" or "torch" in proc.stdout  # its version is still shown
+
+
+def test_the_finish_prepared_ahead_needs_no_torch(tmp_path: Path) -> None:
+    """A run's own launch imports what its finish reads, and packs the page's plotly.js, in a
+    thread while the workers run: with torch unimportable that must succeed (the thread would
+    keep a failure to itself), import every built-in benchmark's findings, and leave the packed
+    plotly.js in the user's cache folder for every later page."""
+    script = (
+        _BLOCK_TORCH.replace("{{", "{").replace("}}", "}")
+        + """
+from clusterbench import catalog
+from clusterbench.pipeline.finish import prepare_finish
+catalog.register_builtin()
+prepare_finish()
+print("__torch__", sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
+print("__findings__", sorted(m for m in sys.modules if m.endswith(".findings")))
+"""
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "__torch__ []" in proc.stdout, proc.stdout[-2000:]
+    found = next(x for x in proc.stdout.splitlines() if x.startswith("__findings__"))
+    assert "clusterbench.benchmarks.gemm.findings" in found
+    assert "clusterbench.benchmarks.training.findings" in found  # not only the quick suite's
+    packed = [p.name for p in (tmp_path / "cache" / "clusterbench").iterdir()]
+    assert len(packed) == 1 and packed[0].endswith(".js.gz.b64"), packed

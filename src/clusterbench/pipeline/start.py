@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import math
 import os
 import shlex
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ from clusterbench import catalog, registry
 from clusterbench.analyses.budget.plan import finish_reserve_s
 from clusterbench.config import ConfigError, RunConfig, build_run_config
 from clusterbench.exits import EXIT_OK, EXIT_RUN_ERROR
-from clusterbench.pipeline.finish import Finished, ResultsWriteError, finish
+from clusterbench.pipeline.finish import Finished, ResultsWriteError, finish, prepare_finish
 from clusterbench.pipeline.options import RunOptions
 from clusterbench.pipeline.plan import (
     NodeHistory,
@@ -64,6 +66,8 @@ from clusterbench.runtime.launch import (
 from clusterbench.runtime.phases import process_age_s
 from clusterbench.runtime.records import describe_write_error, read_records
 from clusterbench.schema import Results
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from clusterbench.analyses.run import RunAnalysis
@@ -283,6 +287,9 @@ def _launch(spec: RunSpec, *, num_workers: int) -> RunOutcome:
     failures: list[WorkerFailure] = []
     interrupted = False
     spec.launched_at = time.time()
+    ahead = threading.Thread(target=_prepare_finish, name="clusterbench-finish-ahead",
+                             daemon=True)  # fmt: skip
+    ahead.start()
     try:
         failures = launch_local(_WORKER_MAIN, spec, nproc=num_workers, log_dir=run_dir / "logs")
     except (Interrupted, KeyboardInterrupt):  # Ctrl-C (twice), SIGTERM: keep what ranks wrote
@@ -295,6 +302,7 @@ def _launch(spec: RunSpec, *, num_workers: int) -> RunOutcome:
             exit_code=EXIT_RUN_ERROR,
             error=f"cannot start the workers: {reason}",
         )
+    ahead.join()  # its imports done before the finish's own
     try:
         done = finish(
             spec,
@@ -306,6 +314,15 @@ def _launch(spec: RunSpec, *, num_workers: int) -> RunOutcome:
     except ResultsWriteError as exc:  # a full or failing disk: the results live on in memory
         return _outcome_of_unwritten_results(exc, run_dir)
     return _outcome(done, run_dir)
+
+
+def _prepare_finish() -> None:
+    """:func:`prepare_finish`, in a thread: whatever goes wrong, the finish does it again and
+    says so."""
+    try:
+        prepare_finish()
+    except Exception as exc:  # the finish meets the same and reports it
+        log.debug("preparing the finish ahead: %s: %s", type(exc).__name__, exc)
 
 
 def _outcome(done: Finished, run_dir: Path) -> RunOutcome:
