@@ -102,8 +102,10 @@ except (OSError, ValueError, KeyError) as exc:
     sys.exit(print(f"{name:<9} {wall:>7}  exit {rc}  no results.json ({type(exc).__name__})"))
 phase = run.get("phase_seconds") or {}
 phases = "  ".join(f"{k} {v:.2f}" for k, v in phase.items())
-benchmarks = sum((run.get("benchmark_seconds") or {}).values())
-print(f"{name:<9} {wall:>7}  exit {rc}  {phases}  benchmarks {benchmarks:.2f}")
+each = run.get("benchmark_seconds") or {}
+benchmarks = sum(each.values())
+parts = ", ".join(f"{k} {v:.2f}" for k, v in each.items())
+print(f"{name:<9} {wall:>7}  exit {rc}  {phases}  benchmarks {benchmarks:.2f} ({parts})")
 # the workers' wind-down (after the last benchmark to their word 'done'), the wait for
 # their processes' end after the print, and the command's end
 at = {k: float(v) for k, v in re.findall(r"([a-z][a-z ]*?) (\d+\.\d+)", marks.removeprefix("marks: "))}
