@@ -47,8 +47,9 @@ def prepare_finish() -> None:
     """Import what finishing a run reads (the benchmarks' and the run parts' findings,
     sections and figures, which finish resolves by name) and pack the page's plotly.js, ahead
     of the finish: a run's own launch calls this in a thread while its workers run, and so
-    takes it off the time from the last benchmark to the printed verdict (on the first run
-    on a machine, packing plotly.js alone costs 0.2-0.3 s)."""
+    takes it off the time from the last benchmark to the printed verdict (on lease G's H100
+    machine the first run's page took 0.31 s, the second's, with plotly.js packed, 0.05 s:
+    docs/results/command-startup.md)."""
     for part in (*registry.all_benchmarks(), *registry.run_parts()):
         for what in ("findings", "section", "figures", "compute"):
             ref = getattr(part, what, None)

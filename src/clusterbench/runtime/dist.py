@@ -257,8 +257,8 @@ def init_distributed(
     if backend == "nccl":
         torch.cuda.set_device(device)
         if world_size > 1:  # NCCL's communicator made now, not at the first collective;
-            # a world of one has no peer to talk to: that would cost 0.4-0.6 s on an H100
-            # (docs/results/command-startup.md), for a communicator never used
+            # a world of one has no peer to talk to: that cost 0.37-0.56 s on an H100
+            # (docs/results/command-startup.md, lease G), for a communicator never used
             kwargs["device_id"] = device
     if join_timeout_s is not None and world_size > 1 and "TORCHELASTIC_RUN_ID" not in os.environ:
         store = _join_store(rank=rank, world_size=world_size, timeout_s=join_timeout_s,

@@ -161,8 +161,8 @@ def launch_local(
 
     A worker is done once ``entrypoint`` returned: it says so through a pipe, and this
     function returns once every worker is done, while their processes still end (a GPU
-    process's end tears down its CUDA context, which takes a while): their exit overlaps what
-    the caller does next, and this process waits for them at its own exit (multiprocessing
+    process's end tears down its CUDA context): their exit overlaps what the caller does
+    next, and this process waits for them at its own exit (multiprocessing
     joins its children then), or at :func:`wait_for_workers`.
 
     When a worker ends with an exit code other than 0, the others get SIGTERM (SIGKILL
