@@ -49,8 +49,10 @@ units: latency_us (nccl-tests' time), algbw and busbw (GB/s; nccl-tests' busbw i
 the same bus factor clusterbench uses) per op, size, dtype and rank count (group_size), out of
 place and in place (param mode), with param source=nccl-tests; and num_wrong (nccl-tests'
 #wrong, summed) per op, dtype and mode.  The hosts, GPUs, NCCL and nccl-tests versions come
-from the output's device lines and header.  Out-of-bounds values are a fail finding.  The
-same op and rank count in two files (the text and the JSON of one run) is imported once.
+from the output's device lines and header.  Out-of-bounds values are a fail finding; busbw
+that falls to less than half of its best over two or more successive sizes from 1 MiB is a
+warning (collectives.busbw_dip).  The same op and rank count in two files (the text and the
+JSON of one run) is imported once.
 
 \b
   clusterbench import nccl-tests all_reduce_perf.txt all_gather_perf.json

@@ -1,4 +1,5 @@
-"""Verdicts on the collectives benchmark: wrong results, low busbw, the slow node in node pairs.
+"""Verdicts on the collectives benchmark: wrong results, low busbw, a dip of busbw over a range
+of sizes, the slow node in node pairs.
 
 busbw is compared with the link the group crosses (nccl-tests, docs/reference.md): within one
 node what healthy NVLink of the SKU reaches for the op (``GpuSpec.busbw_achievable``), else its
@@ -9,6 +10,7 @@ Only back-to-back timings at the largest size measured are judged (the busbw pla
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 
 from clusterbench.benchmarks.collectives import CollectivesMetrics
@@ -22,6 +24,7 @@ from clusterbench.thresholds import Thresholds
 from clusterbench.units import format_bytes
 
 __all__ = [
+    "busbw_dip_findings",
     "findings",
     "inter_node_peak_gbps",
     "low_busbw_findings",
@@ -40,6 +43,9 @@ def findings(results: Results, thresholds: Thresholds) -> list[Finding]:
     return [
         *wrong_result_findings(results),
         *low_busbw_findings(results, min_efficiency=limits.busbw_min_efficiency),
+        *busbw_dip_findings(
+            results, ratio=limits.busbw_dip_ratio, min_sizes=limits.busbw_dip_sizes
+        ),
         *node_pair_findings(
             results,
             mads=thresholds.outlier_mads,
@@ -195,6 +201,129 @@ def _low_busbw_finding(m: Measurement, *, link: _LinkPeak, min_efficiency: float
             "threshold": min_efficiency,
         },
         fix=fix,
+    )
+
+
+# --- a dip over a range of sizes -------------------------------------------------------------
+
+# Below this size busbw is latency-bound: too small to call a fall a dip.
+DIP_MIN_BYTES = 2**20
+
+
+@dataclass(frozen=True, slots=True)
+class _Dip:
+    best: Measurement
+    """The best busbw at a size below the dip."""
+    sizes: list[Measurement]
+    """The successive sizes below ``ratio`` x the best."""
+    back: Measurement | None
+    """The first larger size at or above ``ratio`` x the best again; None: the dip lasts to the
+    largest size measured."""
+
+    @property
+    def lowest(self) -> Measurement:
+        return min(self.sizes, key=lambda m: m.value)
+
+
+def _series_by_size(results: Results) -> dict[tuple[object, ...], list[Measurement]]:
+    """Per (op, group, dtype), one back-to-back busbw per size, ascending (the best where a
+    size was measured twice); groups of one rank left out."""
+    by_size: dict[tuple[object, ...], dict[int, Measurement]] = defaultdict(dict)
+    for m in CollectivesMetrics.busbw.select(results):
+        ranks = m.params.get("group_size")
+        if m.params.get("mode") != "back_to_back" or (isinstance(ranks, int) and ranks < 2):
+            continue
+        sizes = by_size[(m.params.get("op"), m.params.get("group"), m.params.get("dtype"))]
+        held = sizes.get(size_bytes(m))
+        if held is None or m.value > held.value:
+            sizes[size_bytes(m)] = m
+    return {k: [v[s] for s in sorted(v)] for k, v in by_size.items()}
+
+
+def _deepest_dip(series: list[Measurement], *, ratio: float, min_sizes: int) -> _Dip | None:
+    """The deepest run of ``min_sizes`` or more successive sizes from :data:`DIP_MIN_BYTES` whose
+    busbw stays below ``ratio`` x the best busbw at a smaller size."""
+    dips: list[_Dip] = []
+    best: Measurement | None = None
+    i = 0
+    while i < len(series):
+        m = series[i]
+        if best is not None and size_bytes(m) >= DIP_MIN_BYTES and m.value < ratio * best.value:
+            j = i
+            while j < len(series) and series[j].value < ratio * best.value:
+                j += 1
+            if j - i >= min_sizes:
+                back = series[j] if j < len(series) else None
+                dips.append(_Dip(best=best, sizes=series[i:j], back=back))
+            i = j
+            continue
+        if best is None or m.value > best.value:
+            best = m
+        i += 1
+    return min(dips, key=lambda d: d.lowest.value / d.best.value, default=None)
+
+
+def busbw_dip_findings(results: Results, *, ratio: float, min_sizes: int) -> list[Finding]:
+    """busbw that falls below ``ratio`` x the best at a smaller size, over ``min_sizes`` or
+    more successive sizes from 1 MiB -> warn, per op, group and dtype (the deepest dip).
+
+    On a healthy link busbw grows with size to its plateau; a fall over a range of sizes comes
+    from a choice NCCL makes by size (algorithm, protocol, channels, buffer) or from the
+    fabric under that load.  Back-to-back timings only; skipped on CPU (gloo) runs."""
+    if results.run.backend != "nccl":
+        return []
+    out = []
+    for series in _series_by_size(results).values():
+        dip = _deepest_dip(series, ratio=ratio, min_sizes=min_sizes)
+        if dip is not None:
+            out.append(_dip_finding(dip, ratio=ratio))
+    return out
+
+
+def _dip_finding(dip: _Dip, *, ratio: float) -> Finding:
+    best, low, first, last = dip.best, dip.lowest, dip.sizes[0], dip.sizes[-1]
+    op, group = best.params.get("op"), best.params.get("group")
+    span = (
+        f"at {format_bytes(size_bytes(first))}"
+        if first is last
+        else f"from {format_bytes(size_bytes(first))} to {format_bytes(size_bytes(last))}"
+    )
+    after = (
+        f"; it is back to {dip.back.value:.1f} GB/s at {format_bytes(size_bytes(dip.back))}"
+        if dip.back is not None
+        else ", up to the largest size measured"
+    )
+    return Finding(
+        id="collectives.busbw_dip",
+        severity="warn",
+        scope=f"group:{group}",
+        message=(
+            f"{op} busbw on group {group} falls from {best.value:.1f} GB/s at "
+            f"{format_bytes(size_bytes(best))} to {low.value:.2f} GB/s at "
+            f"{format_bytes(size_bytes(low))}: below {ratio:.0%} of it at {len(dip.sizes)} "
+            f"successive sizes, {span}{after}."
+        ),
+        evidence={
+            "op": op,
+            "group": group,
+            "dtype": best.params.get("dtype"),
+            "best_gbps": best.value,
+            "best_size_bytes": size_bytes(best),
+            "lowest_gbps": low.value,
+            "lowest_size_bytes": size_bytes(low),
+            "dip_sizes_bytes": [size_bytes(m) for m in dip.sizes],
+            "dip_busbw_gbps": [m.value for m in dip.sizes],
+            "back_at_bytes": size_bytes(dip.back) if dip.back is not None else None,
+            "ratio": ratio,
+        },
+        fix=(
+            "Rerun the sizes of the dip with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING to see the "
+            "algorithm and protocol NCCL picks at each; check what the job sets by size "
+            "(NCCL_BUFFSIZE, NCCL_*_CHUNKSIZE, NCCL_ALGO, NCCL_PROTO, NCCL_MIN/MAX_NCHANNELS) and "
+            "try the sizes with the NCCL tuning sweep (`--set collectives.tune=true`); across "
+            "nodes, rerun to see whether the dip moves, and look at the switch ports' congestion "
+            "and error counters."
+        ),
     )
 
 
