@@ -123,6 +123,12 @@ def test_a_log_of_several_binaries_under_mpirun_tag_output() -> None:
     [
         ("hello\n", "not an nccl-tests output"),
         ('{"version": 3}', "not an nccl-tests JSON output"),
+        (
+            "# Collective test starting: all_reduce_perf\n"
+            "#  size  count  type  redop  root  time  algbw  busbw  #wrong  time  algbw  busbw"
+            "  #wrong\n  8  2  float  sum  -1  x  0.00  0.00  0  62.8  0.00  0.00  0\n",
+            "not an nccl-tests size row (a cell is not a number): '8 2 float sum -1 x",
+        ),
     ],
 )
 def test_a_foreign_file_is_one_line_and_nothing_written(

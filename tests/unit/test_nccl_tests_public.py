@@ -4,6 +4,7 @@ importer reads them; every expected figure is as the file prints it."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,43 @@ def test_mpirun_tag_output_inside_the_size_rows() -> None:
     assert run.avg_busbw == 124.196 and run.out_of_bounds == 0
     assert ranks_from_bus_factor(run) == 16
     assert {m.params["group_size"] for m in measurements(run)} == {16}
+
+
+def test_a_launcher_that_puts_the_rank_before_every_piece_of_a_line() -> None:
+    """The form of NVIDIA/nccl#1453's log (all_reduce_24ranks_3nodes_rows_nccl_issue1453.txt):
+    `[0]` before each line and before each piece of a size row (`-1[0]    1626.5 ...`).  The
+    p5 output above, its Open MPI tags put in that form, reads as the original does."""
+    plain = [
+        _OMPI_TAG.sub("", line)
+        for line in (PUBLIC / "p5_all_reduce_16ranks_2nodes_tag_output.txt")
+        .read_text()
+        .splitlines()
+    ]
+    ranked = []
+    for line in plain:
+        row = _ROW_PIECES.match(line)
+        ranked.append("[0] " + ("[0]".join(row.groups()) if row else line))
+    assert sum(line.count("-1[0]") for line in ranked) == 32  # each size row, in pieces
+    (original,) = _runs("p5_all_reduce_16ranks_2nodes_tag_output.txt")
+    (run,) = parse_texts("\n".join(ranked))
+    assert (run.op, run.ranks, run.rows) == (original.op, original.ranks, original.rows)
+    # the quoted rows of that issue read as rows, not as root "-1[0]"
+    quoted = (PUBLIC / "all_reduce_24ranks_3nodes_rows_nccl_issue1453.txt").read_text()
+    table = "# Collective test starting: all_reduce_perf\n" + _HEADER + quoted
+    (issue,) = parse_texts(table)
+    assert [r.size_bytes for r in issue.rows][:2] == [1048576, 2097152]
+    assert issue.rows[5].busbw["out_of_place"] == 29.50 and len(issue.rows) == 10
+    assert ranks_from_bus_factor(issue) == 24  # three nodes of 8 GPUs, as the issue says
+
+
+_OMPI_TAG = re.compile(r"\[1,\d+\]<std\w+>:")
+_ROW_PIECES = re.compile(
+    r"^(\s*\d+\s+\d+\s+\w+\s+\w+\s+-?\d+)(\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+\S+)"
+    r"(\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+\S+)\s*$"
+)
+_HEADER = (
+    "#  size  count  type  redop  root  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong\n"
+)
 
 
 def test_rccl_tests_on_two_nodes_without_a_binary_name() -> None:

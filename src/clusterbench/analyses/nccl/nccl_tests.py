@@ -6,11 +6,9 @@ Each size row gives, out of place and in place, the time of one op (us), algbw a
 ``#wrong`` (wrong elements, or ``N/A`` where an op has no check).  They become the collectives
 benchmark's ``latency_us``, ``algbw`` and ``busbw`` (params: op, size_bytes, dtype, group
 ``world``, group_size, mode, source ``nccl-tests``) and one ``num_wrong`` per op, dtype and
-mode, so that nccl-tests' runs enter compare, the history and the report beside
-clusterbench's own.  The out-of-place columns take the mode nccl-tests timed them in, by
-clusterbench's names: ``back_to_back`` (its default: ``-n`` ops launched, then one wait, as
-clusterbench's back-to-back mode), ``blocking`` (``-z 1``) or ``graph`` (``-G``); the in-place
-columns are mode ``in_place``.  ``tests/data/nccl-tests/`` holds real outputs of both forms.
+mode, for compare, the history and the report.  The out-of-place columns take the mode
+nccl-tests timed them in: ``back_to_back`` (its default), ``blocking`` (``-z 1``) or ``graph``
+(``-G``); the in-place columns are ``in_place``.  tests/data/nccl-tests/ holds real outputs.
 
 The ranks are processes x threads x GPUs, as nccl-tests numbers them (``src/util.cu``,
 ``writeDeviceReport``: a process runs ``-t`` threads of ``-g`` GPUs each, one rank per GPU):
@@ -135,9 +133,9 @@ _LAYOUT = re.compile(r"^#?\s*nThread\s+(\d+)\s+nGpus\s+(\d+)")
 """The header's ``# nThread 1 nGpus 2 minBytes ...``: threads per process, GPUs per thread."""
 _PREFIX = re.compile(r"^\[[\d,]+\](?:<stdout>:)?\s?")
 """What ``mpirun --tag-output`` puts before each line (``[1,0]<stdout>:``, ``[0]``)."""
-_INNER_TAG = re.compile(r"\[\d+,\d+\]<stdout>:")
-"""The tag Open MPI also puts inside a line that a process wrote in several pieces (a size
-row: ``-1[1,0]<stdout>:    85.14 ...``)."""
+_INNER_TAG = re.compile(r"\[\d+,\d+\]<stdout>:|(?<=\S)\[\d+\](?=\s)")
+"""The tag inside a size row a process wrote in pieces: Open MPI's ``-1[1,0]<stdout>:  85.14``,
+or a rank's ``-1[0]  1626.5`` (NVIDIA/nccl#1453); NCCL's ``tid [0] NCCL INFO`` is left."""
 _COMMAND = re.compile(r"^(?!\s*#).*\b\w+_perf\w*\b")
 """A shell line that runs a ``*_perf`` binary (``root@host:~# ./build/all_gather_perf -g 2``):
 in a console log, the start of the next output."""
@@ -163,7 +161,7 @@ def parse_texts(text: str) -> list[NcclTestsRun]:
     current: list[str] = []
     rows_seen = False
     for raw in text.splitlines():
-        line = _INNER_TAG.sub("", _PREFIX.sub("", raw))
+        line = _INNER_TAG.sub(" ", _PREFIX.sub("", raw))
         if (_START.match(line) or _COMMAND.match(line)) and rows_seen:  # the next output
             segments.append(current)
             current, rows_seen = [], False
@@ -248,28 +246,31 @@ def _parse_segment(lines: list[str]) -> NcclTestsRun | None:
 def _text_row(cells: list[str], *, counts_wrong: bool = True) -> NcclTestsRow:
     """A size row: 13 columns (size count type redop root, then time algbw busbw #wrong out of
     place and in place), or 12 in versions without the root column."""
+    shown = " ".join(cells)[:80]
     if len(cells) == 13:
         size, count, dtype, redop, root = cells[:5]
     elif len(cells) == 12:
         (size, count, dtype, redop), root = cells[:4], "-1"
     else:
-        raise ValueError(f"not an nccl-tests size row (13 columns): {' '.join(cells)[:80]!r}")
+        raise ValueError(f"not an nccl-tests size row (13 columns): {shown!r}")
     out, inp = cells[-8:-4], cells[-4:]
 
     def wrong(cell: str) -> int | None:
         return _wrong(cell) if counts_wrong else None
 
-    return NcclTestsRow(
-        size_bytes=int(size),
-        count=int(count) if count.isdigit() else None,
-        dtype=_DTYPES.get(dtype, dtype),
-        redop=redop,
-        root=int(root),
-        time_us={"out_of_place": _number(out[0]), "in_place": _number(inp[0])},
-        algbw={"out_of_place": _number(out[1]), "in_place": _number(inp[1])},
-        busbw={"out_of_place": _number(out[2]), "in_place": _number(inp[2])},
-        wrong={"out_of_place": wrong(out[3]), "in_place": wrong(inp[3])},
-    )
+    try:
+        return NcclTestsRow(
+            size_bytes=int(size), count=int(count) if count.isdigit() else None,
+            dtype=_DTYPES.get(dtype, dtype), redop=redop, root=int(root),
+            time_us={"out_of_place": _number(out[0]), "in_place": _number(inp[0])},
+            algbw={"out_of_place": _number(out[1]), "in_place": _number(inp[1])},
+            busbw={"out_of_place": _number(out[2]), "in_place": _number(inp[2])},
+            wrong={"out_of_place": wrong(out[3]), "in_place": wrong(inp[3])},
+        )  # fmt: skip
+    except ValueError:
+        raise ValueError(
+            f"not an nccl-tests size row (a cell is not a number): {shown!r}"
+        ) from None
 
 
 _BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp64": 8, "int8": 1, "uint8": 1, "int32": 4,
