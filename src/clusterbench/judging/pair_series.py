@@ -22,6 +22,7 @@ __all__ = [
     "DirectedPairs",
     "NodePairBusbw",
     "busbw_at_largest_size",
+    "busbw_by_size",
     "directed_pairs",
     "node_pair_busbw",
     "size_bytes",
@@ -34,22 +35,27 @@ def size_bytes(m: Measurement) -> int:
     return size if isinstance(size, int) else 0
 
 
-def busbw_at_largest_size(ms: list[Measurement]) -> dict[tuple[Any, ...], Measurement]:
-    """Per (op, group, dtype), the back-to-back busbw at the largest size measured (the best
-    where the group measured it twice: a node pair the sparse plan measured again).  A group
-    of one rank moves nothing over a link (busbw 0, or a copy within the GPU): not judged."""
-    out: dict[tuple[Any, ...], Measurement] = {}
+def busbw_by_size(ms: list[Measurement]) -> dict[tuple[Any, ...], list[Measurement]]:
+    """Per (op, group, dtype), the back-to-back busbw at each size measured, ascending by size
+    (the best where the group measured a size twice: a node pair the sparse plan measured
+    again).  A group of one rank moves nothing over a link (busbw 0, or a copy within the
+    GPU): not judged."""
+    by_size: dict[tuple[Any, ...], dict[int, Measurement]] = defaultdict(dict)
     for m in ms:
-        if m.params.get("mode") != "back_to_back":
-            continue
         ranks = m.params.get("group_size")
-        if isinstance(ranks, int) and ranks < 2:
+        if m.params.get("mode") != "back_to_back" or (isinstance(ranks, int) and ranks < 2):
             continue
-        key = (m.params.get("op"), m.params.get("group"), m.params.get("dtype"))
-        held = out.get(key)
-        if held is None or (size_bytes(m), m.value) > (size_bytes(held), held.value):
-            out[key] = m
-    return out
+        sizes = by_size[(m.params.get("op"), m.params.get("group"), m.params.get("dtype"))]
+        held = sizes.get(size_bytes(m))
+        if held is None or m.value > held.value:
+            sizes[size_bytes(m)] = m
+    return {key: [sizes[s] for s in sorted(sizes)] for key, sizes in by_size.items()}
+
+
+def busbw_at_largest_size(ms: list[Measurement]) -> dict[tuple[Any, ...], Measurement]:
+    """Per (op, group, dtype), the back-to-back busbw at the largest size measured
+    (:func:`busbw_by_size`'s last)."""
+    return {key: series[-1] for key, series in busbw_by_size(ms).items()}
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,19 +5,24 @@ busbw is compared with the link the group crosses (nccl-tests, docs/reference.md
 node what healthy NVLink of the SKU reaches for the op (``GpuSpec.busbw_achievable``), else its
 per-direction spec; across nodes each GPU's share of its node's NICs,
 ``sum(NIC Gb/s) / 8 / GPUs per node`` (the rails of a node share its NICs).
-Only back-to-back timings at the largest size measured are judged (the busbw plateau).
+Only back-to-back timings are judged: against the link at the largest size measured (the busbw
+plateau), and over the sizes for a dip.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 
 from clusterbench.benchmarks.collectives import CollectivesMetrics
 from clusterbench.benchmarks.collectives.thresholds import CollectivesThresholds
 from clusterbench.benchmarks.collectives.tune_findings import tune_findings
 from clusterbench.judging.node_pairs import slow_pair_finding
-from clusterbench.judging.pair_series import busbw_at_largest_size, node_pair_busbw, size_bytes
+from clusterbench.judging.pair_series import (
+    busbw_at_largest_size,
+    busbw_by_size,
+    node_pair_busbw,
+    size_bytes,
+)
 from clusterbench.judging.peers import SPREAD_SIGMAS
 from clusterbench.schema import Finding, HostInfo, Measurement, Results
 from clusterbench.thresholds import Thresholds
@@ -225,21 +230,6 @@ class _Dip:
         return min(self.sizes, key=lambda m: m.value)
 
 
-def _series_by_size(results: Results) -> dict[tuple[object, ...], list[Measurement]]:
-    """Per (op, group, dtype), one back-to-back busbw per size, ascending (the best where a
-    size was measured twice); groups of one rank left out."""
-    by_size: dict[tuple[object, ...], dict[int, Measurement]] = defaultdict(dict)
-    for m in CollectivesMetrics.busbw.select(results):
-        ranks = m.params.get("group_size")
-        if m.params.get("mode") != "back_to_back" or (isinstance(ranks, int) and ranks < 2):
-            continue
-        sizes = by_size[(m.params.get("op"), m.params.get("group"), m.params.get("dtype"))]
-        held = sizes.get(size_bytes(m))
-        if held is None or m.value > held.value:
-            sizes[size_bytes(m)] = m
-    return {k: [v[s] for s in sorted(v)] for k, v in by_size.items()}
-
-
 def _deepest_dip(series: list[Measurement], *, ratio: float, min_sizes: int) -> _Dip | None:
     """The deepest run of ``min_sizes`` or more successive sizes from :data:`DIP_MIN_BYTES` whose
     busbw stays below ``ratio`` x the best busbw at a smaller size."""
@@ -273,7 +263,7 @@ def busbw_dip_findings(results: Results, *, ratio: float, min_sizes: int) -> lis
     if results.run.backend != "nccl":
         return []
     out = []
-    for series in _series_by_size(results).values():
+    for series in busbw_by_size(CollectivesMetrics.busbw.select(results)).values():
         dip = _deepest_dip(series, ratio=ratio, min_sizes=min_sizes)
         if dip is not None:
             out.append(_dip_finding(dip, ratio=ratio))

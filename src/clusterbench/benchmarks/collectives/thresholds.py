@@ -23,7 +23,7 @@ class CollectivesThresholds:
     """Back-to-back busbw at ``busbw_dip_sizes`` or more successive sizes from 1 MiB below this
     fraction of the best busbw at a smaller size -> warn (``collectives.busbw_dip``): on healthy
     links busbw grows with size to its plateau; the published healthy outputs the tests read
-    never fall below 0.8 of it."""
+    never fall below 0.91 of it (back-to-back, from 1 MiB)."""
     busbw_dip_sizes: int = 2
     """How many successive sizes a dip must last: one size alone can be a burst of traffic
     beside the test."""
